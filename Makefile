@@ -1,0 +1,285 @@
+# tupe: the one build.
+#
+#   make                      build libtupe.a and every program (CUDA=auto, MPI=auto)
+#   make check                build and run every test; ends with "N passed, N failed"
+#   make bench                benchmarks, each against its competitor in the same run
+#   make demo                 the whole pipeline on the bundled sample corpus
+#   make install / uninstall  PREFIX=/usr/local DESTDIR=
+#   make deps                 install the Debian packages the build needs (as root)
+#   make clean
+#
+# Options: CUDA=auto|0|1  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MARCH=native
+
+SHELL       := /bin/bash
+comma       := ,
+TOP         := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+VERSION     := $(shell cat $(TOP)/VERSION)
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+CUDA        ?= auto
+MPI         ?= auto
+SANITIZE    ?=
+DEBUG       ?= 0
+MARCH       ?= native
+CUDA_HOME   ?= /usr/local/cuda
+NVCC        ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH   ?= 80 90
+MPICC       ?= mpicc
+TUPE_DATA   ?= $(abspath $(TOP)/../shared/data)
+PKG_CONFIG  ?= pkg-config
+
+# ---- what this machine can build -------------------------------------------------------------
+ifeq ($(CUDA),auto)
+  HAVE_CUDA := $(shell test -x $(NVCC) && test -e $(CUDA_HOME)/lib64/libcublasLt.so && test -e $(CUDA_HOME)/lib64/libcudart.so && echo 1 || echo 0)
+else ifeq ($(CUDA),1)
+  HAVE_CUDA := 1
+else
+  HAVE_CUDA := 0
+endif
+ifeq ($(MPI),auto)
+  HAVE_MPI := $(shell $(PKG_CONFIG) --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+else ifeq ($(MPI),1)
+  HAVE_MPI := 1
+else
+  HAVE_MPI := 0
+endif
+
+# One build directory per configuration, so that `make check` and
+# `make check SANITIZE=address,undefined` do not overwrite each other.
+CFG := cpu
+ifeq ($(HAVE_CUDA),1)
+  CFG := cuda
+endif
+ifeq ($(HAVE_MPI),1)
+  CFG := $(CFG)-mpi
+endif
+ifneq ($(SANITIZE),)
+  CFG := $(CFG)-$(subst $(comma),-,$(SANITIZE))
+endif
+ifeq ($(DEBUG),1)
+  CFG := $(CFG)-debug
+endif
+B       ?= $(TOP)/build/$(CFG)
+BIN     := $(B)/bin
+OBJ     := $(B)/obj
+
+# ---- flags -----------------------------------------------------------------------------------
+PKGS     := jansson libzstd libarchive openblas libpng libxxhash
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-unused-parameter
+ifeq ($(DEBUG),1)
+  OPT    := -O0 -g3
+else
+  OPT    := -O2 -g
+endif
+ifneq ($(MARCH),)
+  OPT    += -march=$(MARCH)
+endif
+SANFLAGS :=
+ifneq ($(SANITIZE),)
+  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  ifneq ($(DEBUG),1)
+    OPT  := -O1 -g
+  endif
+endif
+CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib $(PKG_CFLAGS)
+CFLAGS   ?=
+CFLAGS   += -std=c11 $(OPT) $(WARN) -pthread -fopenmp $(SANFLAGS) -MMD -MP
+LDFLAGS  += -pthread -fopenmp $(SANFLAGS) -Wl,--as-needed
+LDLIBS   += $(PKG_LIBS) -lm
+
+ifeq ($(HAVE_CUDA),1)
+  CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl
+  LDLIBS   += $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
+  NVFLAGS  := -std=c++17 -O2 -g -I$(TOP)/lib -I$(TOP)/kernels --expt-relaxed-constexpr \
+              $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -Wall,-fPIC
+endif
+ifeq ($(HAVE_MPI),1)
+  CPPFLAGS += -DTUPE_HAVE_MPI=1 $(shell $(PKG_CONFIG) --cflags ompi-c)
+  MPI_LIBS := $(shell $(PKG_CONFIG) --libs ompi-c)
+  LDLIBS   += $(MPI_LIBS)
+endif
+
+# Quiet build lines ("  CC lib/x.c"); V=1 shows the full commands.
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(patsubst $(TOP)/%,%,$(2))
+endif
+
+# ---- sources: discovered, so that a new module is a new file and nothing else -----------------
+LIB_SRC   := $(sort $(wildcard $(TOP)/lib/*.c))
+CU_SRC    := $(if $(filter 1,$(HAVE_CUDA)),$(sort $(wildcard $(TOP)/kernels/*.cu)))
+CMD_SRC   := $(sort $(wildcard $(TOP)/cmd/tupe-*.c))
+UNIT_SRC  := $(sort $(wildcard $(TOP)/tests/unit/test_*.c))
+TOOL_SRC  := $(sort $(wildcard $(TOP)/tests/tools/*.c))
+BENCH_SRC := $(sort $(wildcard $(TOP)/tests/bench/*.c))
+
+LIB_OBJ   := $(patsubst $(TOP)/lib/%.c,$(OBJ)/lib/%.o,$(LIB_SRC)) \
+             $(patsubst $(TOP)/kernels/%.cu,$(OBJ)/kernels/%.o,$(CU_SRC))
+PROGS     := $(patsubst $(TOP)/cmd/%.c,$(BIN)/%,$(CMD_SRC))
+UNITS     := $(patsubst $(TOP)/tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+TOOLS     := $(patsubst $(TOP)/tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
+BENCHES   := $(patsubst $(TOP)/tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+LIBTUPE   := $(B)/libtupe.a
+MANPAGES  := $(sort $(wildcard $(TOP)/man/*.[157]))
+PROGNAMES := $(notdir $(PROGS))
+
+.PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz
+.DEFAULT_GOAL := all
+.SECONDARY:
+
+all: deps-check $(LIBTUPE) $(PROGS)
+
+info:
+	@echo "tupe $(VERSION): build $(B)"
+	@echo "  CUDA=$(CUDA) -> $(HAVE_CUDA)   MPI=$(MPI) -> $(HAVE_MPI)   SANITIZE=$(SANITIZE)   DEBUG=$(DEBUG)"
+	@echo "  programs: $(PROGNAMES)"
+
+$(OBJ)/lib/%.o: $(TOP)/lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(OBJ)/kernels/%.o: $(TOP)/kernels/%.cu
+	@mkdir -p $(@D)
+	$(call say,NVCC,$@)
+	$(Q)$(NVCC) $(NVFLAGS) -DTUPE_HAVE_CUDA=1 -MMD -MP -c $< -o $@
+
+$(LIBTUPE): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+$(OBJ)/cmd/%.o: $(TOP)/cmd/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BIN)/%: $(OBJ)/cmd/%.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIBTUPE) $(LDLIBS) -o $@
+
+$(OBJ)/tests/%.o: $(TOP)/tests/unit/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -I$(TOP)/tests/unit $(CFLAGS) -c $< -o $@
+
+$(OBJ)/tools/%.o: $(TOP)/tests/tools/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(OBJ)/bench/%.o: $(TOP)/tests/bench/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(OBJ)/tests/unit.o: $(TOP)/tests/unit/unit.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -I$(TOP)/tests/unit $(CFLAGS) -c $< -o $@
+
+$(B)/tests/test_%: $(OBJ)/tests/test_%.o $(OBJ)/tests/unit.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(OBJ)/tests/unit.o $(LIBTUPE) $(LDLIBS) -o $@
+
+$(B)/tests/%: $(OBJ)/tools/%.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIBTUPE) $(LDLIBS) -o $@
+
+$(B)/bench/%: $(OBJ)/bench/%.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIBTUPE) $(LDLIBS) -o $@
+
+tests: all $(UNITS) $(TOOLS)
+
+# The runner prints one line per test and exactly one summary line "N passed, N failed" last.
+check: deps-check tests
+	@TUPE_BUILD=$(B) TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) TUPE_SANITIZE=$(SANITIZE) \
+	  $(TOP)/tests/run
+
+bench: deps-check all $(BENCHES) $(TOOLS)
+	@TUPE_BUILD=$(B) TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) $(TOP)/tests/bench/run
+
+demo: deps all
+	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
+
+# ---- Debian dependencies ------------------------------------------------------------------------
+# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion.
+DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
+            libpng-dev zlib1g-dev libxxhash-dev zstd man-db groff-base bash-completion
+
+# Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
+deps-check:
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Abbrev}\n' $(DEB_PKGS) 2>/dev/null | awk '$$2 != "ii" {print $$1}'); \
+	  for p in $(DEB_PKGS); do dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
+	  missing=$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' '); \
+	  if [ -n "$${missing// /}" ]; then $(MAKE) --no-print-directory deps DEPS_MISSING="$$missing"; fi; \
+	fi
+
+deps:
+	@missing="$(DEPS_MISSING)"; [ -n "$$missing" ] || missing="$(DEB_PKGS)"; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "tupe: installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
+	    { echo "tupe: apt-get install failed" >&2; exit 1; }; \
+	else \
+	  echo "tupe: these Debian packages are missing; install them with:" >&2; \
+	  echo "  sudo apt-get install -y$$missing" >&2; exit 1; \
+	fi
+
+# ---- install ------------------------------------------------------------------------------------
+BINDIR   := $(DESTDIR)$(PREFIX)/bin
+LIBDIR   := $(DESTDIR)$(PREFIX)/lib
+INCDIR   := $(DESTDIR)$(PREFIX)/include/tupe
+MANDIR   := $(DESTDIR)$(PREFIX)/share/man
+SHAREDIR := $(DESTDIR)$(PREFIX)/share/tupe
+BASHDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHDIR   := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+PCDIR    := $(LIBDIR)/pkgconfig
+
+# Written at install time, so that it always carries the PREFIX of this install.
+define write_pc
+	@{ echo "prefix=$(PREFIX)"; echo 'libdir=$${prefix}/lib'; echo 'includedir=$${prefix}/include'; echo; \
+	   echo "Name: tupe"; echo "Description: TUPE pre-training toolkit core library (libtupe)"; \
+	   echo "Version: $(VERSION)"; \
+	   echo 'Cflags: -I$${includedir} -fopenmp -pthread'; \
+	   echo 'Libs: -L$${libdir} -ltupe $(strip $(PKG_LIBS) -lm $(CUDA_LIBS) $(MPI_LIBS)) -fopenmp -pthread'; } > $(1)
+endef
+
+install: all
+	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(PCDIR) $(SHAREDIR) $(BASHDIR) $(ZSHDIR) \
+	  $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man7
+	$(if $(PROGS),install -m 755 $(PROGS) $(BINDIR)/)
+	install -m 644 $(LIBTUPE) $(LIBDIR)/
+	install -m 644 $(TOP)/lib/*.h $(INCDIR)/
+	$(call write_pc,$(PCDIR)/tupe.pc)
+	for m in $(MANPAGES); do install -m 644 $$m $(MANDIR)/man$${m##*.}/; done
+	cp -R $(TOP)/share/tupe/. $(SHAREDIR)/
+	install -m 644 $(TOP)/completions/tupe.bash $(BASHDIR)/tupe
+	for p in $(PROGNAMES); do ln -sf tupe $(BASHDIR)/$$p; done
+	install -m 644 $(TOP)/completions/_tupe $(ZSHDIR)/_tupe
+
+uninstall:
+	rm -f $(addprefix $(BINDIR)/,$(PROGNAMES)) $(LIBDIR)/libtupe.a $(PCDIR)/tupe.pc
+	rm -rf $(INCDIR) $(SHAREDIR)
+	for m in $(notdir $(MANPAGES)); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
+	rm -f $(BASHDIR)/tupe $(addprefix $(BASHDIR)/,$(PROGNAMES)) $(ZSHDIR)/_tupe
+
+clean:
+	rm -rf $(TOP)/build
+
+-include $(shell test -d $(OBJ) && find $(OBJ) -name '*.d' 2>/dev/null)

@@ -1,0 +1,26 @@
+#include "fault.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One process-wide hit counter: it exists only for tests, and never changes behaviour
+ * unless TUPE_FAULT is set. */
+static atomic_long hits;
+
+void tupe_fault_point(const char *point)
+{
+    const char *spec = getenv("TUPE_FAULT");
+    if (!spec || !*spec)
+        return;
+    size_t n = strlen(point);
+    if (strncmp(spec, point, n) != 0 || (spec[n] != 0 && spec[n] != ':'))
+        return;
+    long want = spec[n] == ':' ? atol(spec + n + 1) : 1;
+    if (atomic_fetch_add(&hits, 1) + 1 == want) {
+        kill(getpid(), SIGKILL);
+        pause();
+    }
+}

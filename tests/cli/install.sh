@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# make install / uninstall honour PREFIX and DESTDIR; the installed library links through
+# pkg-config; the man pages and completions land where man and bash-completion look.
+. "$(dirname "$0")/lib.sh"
+mk() { make --no-print-directory -C "$TUPE_SRC" B="$TUPE_BUILD" SANITIZE="${TUPE_SANITIZE:-}" "$@"; }
+
+P=$T/prefix
+run mk install PREFIX=$P
+check "make install PREFIX=... succeeds" [ $rc = 0 ]
+check "library, headers, pkg-config file installed" \
+    [ -f $P/lib/libtupe.a ] && [ -f $P/include/tupe/safetensors.h ] && [ -f $P/lib/pkgconfig/tupe.pc ]
+check "man pages installed by section" [ -f $P/share/man/man7/tupe.7 ] && [ -f $P/share/man/man5/tupe-formats.5 ]
+check "completions installed" [ -f $P/share/bash-completion/completions/tupe ] && [ -f $P/share/zsh/site-functions/_tupe ]
+run env MANPATH=$P/share/man man -w tupe-formats
+check "man finds the installed pages" [ $rc = 0 ] && has $T/out "$P/share/man/man5/tupe-formats.5"
+for p in "$TUPE_BIN"/tupe-*; do
+    [ -e "$p" ] || continue
+    n=$(basename $p)
+    check "$n installed with its completion link" [ -x $P/bin/$n ] && [ -L $P/share/bash-completion/completions/$n ]
+done
+
+cat >$T/hello.c <<'C'
+#include <stdio.h>
+#include <tupe/checksum.h>
+#include <tupe/error.h>
+int main(void)
+{
+    tupe_err e;
+    tupe_fail_line(&e, TUPE_EDATA, "x.txt", 3, "bad");
+    printf("%s %016llx\n", e.msg, (unsigned long long)tupe_hash64("", 0));
+    return 0;
+}
+C
+if [ -z "${TUPE_SANITIZE:-}" ]; then
+    run sh -c "cc $T/hello.c -o $T/hello \$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs tupe) && $T/hello"
+    check "a C program links against libtupe via pkg-config" [ $rc = 0 ] && has $T/out "x.txt:3: bad 2d06800538d394c2"
+fi
+run mk uninstall PREFIX=$P
+check "make uninstall removes everything it installed" [ $rc = 0 ] && [ -z "$(find $P -type f -o -type l)" ]
+
+run mk install PREFIX=/usr/local DESTDIR=$T/stage
+check "DESTDIR stages under the prefix" [ $rc = 0 ] && [ -f $T/stage/usr/local/lib/libtupe.a ] && \
+    grep -q '^prefix=/usr/local$' $T/stage/usr/local/lib/pkgconfig/tupe.pc
+exit $_failed

@@ -1,0 +1,35 @@
+# Shared helpers for the shell-level tests. Each test prints "ok - NAME" or "not ok - NAME"
+# (with "#" lines of detail); tests/run counts them.
+#
+# Environment (set by `make check`): TUPE_BIN (programs), TUPE_BUILD (build dir),
+# TUPE_SRC (source tree), TUPE_DATA (../shared/data).
+set -u
+: "${TUPE_BIN:?run through make check}"
+: "${TUPE_BUILD:?run through make check}"
+: "${TUPE_SRC:?run through make check}"
+: "${TUPE_DATA:=$TUPE_SRC/../shared/data}"
+TESTTOOL=$TUPE_BUILD/tests/tupe-testtool
+export PATH="$TUPE_BIN:$PATH"
+SUITE=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/tupe-cli-$SUITE.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+_failed=0
+
+ok() { echo "ok - cli/$SUITE: $1"; }
+not_ok() { echo "not ok - cli/$SUITE: $1"; shift; for l in "$@"; do printf '#   %s\n' "$l"; done; _failed=1; }
+
+# run CMD...: captures stdout in $T/out, stderr in $T/err, the exit status in $rc.
+run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+
+# check NAME CONDITION-COMMAND...: ok if the command succeeds; otherwise prints the captures.
+check() {
+    local name=$1; shift
+    if "$@"; then ok "$name"; else
+        not_ok "$name" "failed: $*" "rc=${rc:-?}" "stdout: $(head -c 600 "$T/out" 2>/dev/null)" \
+            "stderr: $(head -c 600 "$T/err" 2>/dev/null)"
+    fi
+}
+
+has() { grep -qF -- "$2" "$1"; }          # has FILE TEXT
+lacks() { ! grep -qF -- "$2" "$1"; }
+is_empty() { [ ! -s "$1" ]; }

@@ -1,0 +1,204 @@
+/* A test helper built on the shared CLI conventions (not installed): lets the shell tests
+ * exercise option parsing, --help/--version, completion data, exit codes and error messages
+ * end to end, and converts token streams to and from text for other tests. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fileio.h"
+#include "progress.h"
+#include "safetensors.h"
+#include "tokstream.h"
+
+enum { O_OUT = 1, O_VOCAB, O_HASH, O_MODE, O_SIZE, O_COUNT };
+
+static const tupe_opt write_opts[] = {
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write the token stream here (default: -)", "file"},
+    {O_VOCAB, "vocab-size", 0, TUPE_REQARG, "N", "vocabulary size (default: 30522)", NULL},
+    {O_HASH, "vocab-hash", 0, TUPE_REQARG, "HEX", "vocabulary hash (default: 0)", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt cat_opts[] = {
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write ids here (default: -)", "file"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt progress_opts[] = {
+    {O_MODE, "mode", 0, TUPE_REQARG, "MODE", "unit of the counter: bytes|items", "list:bytes items"},
+    {O_COUNT, "count", 'n', TUPE_REQARG, "N", "number of steps (default: 5)", NULL},
+    {O_SIZE, "memory", 0, TUPE_REQARG, "SIZE", "a size option, echoed in bytes", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static const tupe_cmd cmds[] = {
+    {"tok-write", "[FILE]...", "write a token stream from text ids",
+     "Each input line is one document: ids separated by spaces.", write_opts, "file"},
+    {"tok-cat", "[FILE]...", "print token streams as text ids",
+     "One document per line, ids separated by spaces.", cat_opts, "file"},
+    {"st-info", "FILE", "list the tensors of a safetensors file", NULL, NULL, "file"},
+    {"progress", NULL, "report progress on stderr", NULL, progress_opts, NULL},
+    {NULL, NULL, NULL, NULL, NULL, NULL}};
+
+static const tupe_prog prog = {"tupe-testtool", "test helper for the tupe test suite", cmds, NULL};
+
+static int tok_write(tupe_cli *c, const char *out, uint32_t vocab, uint64_t hash)
+{
+    tupe_err e;
+    tupe_tok_header h;
+    tupe_tok_header_init(&h, vocab, hash);
+    tupe_tokw *w;
+    if (tupe_tokw_open(&w, out, &h, &e))
+        return tupe_cli_error(c, &e);
+    int n = c->nargs ? c->nargs : 1;
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < n; i++) {
+        tupe_in *in;
+        if (tupe_in_open(&in, c->nargs ? c->args[i] : "-", &e))
+            goto fail;
+        char *line;
+        size_t len;
+        int r;
+        while ((r = tupe_in_getline(in, &line, &len, &e)) == 1) {
+            size_t k = 0;
+            for (char *p = line; *p;) {
+                while (*p == ' ')
+                    p++;
+                if (!*p)
+                    break;
+                char *end;
+                unsigned long v = strtoul(p, &end, 10);
+                if (end == p || v >= vocab) {
+                    tupe_fail_line(&e, TUPE_EDATA, tupe_in_path(in), tupe_in_lineno(in),
+                                   "expected an id below %u", vocab);
+                    tupe_in_close(in);
+                    goto fail;
+                }
+                if (k == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    ids = realloc(ids, cap * sizeof *ids);
+                }
+                ids[k++] = (uint32_t)v;
+                p = end;
+            }
+            if (tupe_tokw_doc(w, ids, k, &e)) {
+                tupe_in_close(in);
+                goto fail;
+            }
+        }
+        tupe_in_close(in);
+        if (r < 0)
+            goto fail;
+    }
+    free(ids);
+    if (tupe_tokw_close(w, &e))
+        return tupe_cli_error(c, &e);
+    return 0;
+fail:
+    free(ids);
+    tupe_tokw_abort(w);
+    return tupe_cli_error(c, &e);
+}
+
+static int tok_cat(tupe_cli *c, const char *out)
+{
+    tupe_err e;
+    tupe_out *o;
+    if (tupe_out_open(&o, out, &e))
+        return tupe_cli_error(c, &e);
+    int n = c->nargs ? c->nargs : 1;
+    for (int i = 0; i < n; i++) {
+        tupe_tokr *r;
+        if (tupe_tokr_open(&r, c->nargs ? c->args[i] : "-", &e))
+            goto fail;
+        const uint32_t *ids;
+        size_t k;
+        int got;
+        while ((got = tupe_tokr_next(r, &ids, &k, &e)) == 1) {
+            for (size_t j = 0; j < k; j++)
+                tupe_out_printf(o, &e, j ? " %u" : "%u", ids[j]);
+            if (tupe_out_write(o, "\n", 1, &e)) {
+                tupe_tokr_close(r);
+                goto fail;
+            }
+        }
+        tupe_tokr_close(r);
+        if (got < 0)
+            goto fail;
+    }
+    if (tupe_out_commit(o, &e))
+        return tupe_cli_error(c, &e);
+    return 0;
+fail:
+    tupe_out_abort(o);
+    return tupe_cli_error(c, &e);
+}
+
+static int st_info(tupe_cli *c)
+{
+    if (c->nargs != 1)
+        return tupe_cli_usage(c, "expected one FILE");
+    tupe_err e;
+    tupe_st *st;
+    if (tupe_st_open(&st, c->args[0], &e))
+        return tupe_cli_error(c, &e);
+    for (size_t i = 0; i < tupe_st_meta_count(st); i++) {
+        const char *k, *v;
+        tupe_st_meta_at(st, i, &k, &v);
+        printf("meta %s=%s\n", k, v);
+    }
+    for (size_t i = 0; i < tupe_st_count(st); i++) {
+        const tupe_st_tensor *t = tupe_st_at(st, i);
+        printf("%s %s [", t->name, tupe_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++)
+            printf("%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
+        printf("]\n");
+    }
+    int rc = tupe_st_verify(st, &e);
+    tupe_st_close(st);
+    return rc ? tupe_cli_error(c, &e) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    tupe_cli c;
+    if (tupe_cli_begin(&c, &prog, argc, argv))
+        return c.exit_code;
+    int rc;
+    const char *out = "-", *arg;
+    long vocab = 30522, count = 5;
+    uint64_t hash = 0, mem = 0;
+    int mode = 0, id;
+    while ((id = tupe_cli_next(&c, &arg)) > 0) {
+        switch (id) {
+        case O_OUT: out = arg; break;
+        case O_VOCAB: if (tupe_cli_long(&c, arg, 1, 1L << 31, &vocab)) id = -1; break;
+        case O_HASH: hash = strtoull(arg, NULL, 16); break;
+        case O_MODE: if (tupe_cli_choice(&c, arg, "bytes|items", &mode)) id = -1; break;
+        case O_COUNT: if (tupe_cli_long(&c, arg, 0, 1000000, &count)) id = -1; break;
+        case O_SIZE: if (tupe_cli_size(&c, arg, &mem)) id = -1; break;
+        }
+        if (id < 0)
+            break;
+    }
+    if (id < 0) {
+        tupe_cli_end(&c);
+        return c.exit_code;
+    }
+    tupe_threads_apply(c.threads);
+    const char *name = c.cmd->name;
+    if (strcmp(name, "tok-write") == 0)
+        rc = tok_write(&c, out, (uint32_t)vocab, hash);
+    else if (strcmp(name, "tok-cat") == 0)
+        rc = tok_cat(&c, out);
+    else if (strcmp(name, "st-info") == 0)
+        rc = st_info(&c);
+    else {
+        if (mem)
+            printf("memory %llu\n", (unsigned long long)mem);
+        tupe_progress p;
+        tupe_progress_start(&p, "steps", (uint64_t)count * 1000, mode ? "items" : "B", c.quiet);
+        for (long i = 1; i <= count; i++)
+            tupe_progress_set(&p, (uint64_t)i * 1000);
+        tupe_progress_finish(&p);
+        rc = 0;
+    }
+    tupe_cli_end(&c);
+    return rc;
+}
