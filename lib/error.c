@@ -100,8 +100,13 @@ int tupe_err_wrap(tupe_err *e, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         n = 0;
-    if ((size_t)n < sizeof e->msg)
-        snprintf(e->msg + n, sizeof e->msg - (size_t)n, ": %s", old);
+    /* Append ": old" by hand, truncating to the buffer. */
+    size_t at = (size_t)n < sizeof e->msg ? (size_t)n : sizeof e->msg - 1;
+    const char *parts[2] = {": ", old};
+    for (int p = 0; p < 2; p++)
+        for (const char *c = parts[p]; *c && at < sizeof e->msg - 1; c++)
+            e->msg[at++] = *c;
+    e->msg[at] = 0;
     if (e->code == TUPE_OK)
         e->code = TUPE_EFAIL;
     return e->code;
