@@ -11,7 +11,7 @@
 #include "philox.h"
 
 #define WBUF_MAX (1u << 20)        /* spill write staging */
-#define RUNBUF_MIN (256u << 10)    /* smallest read buffer per run worth merging with */
+#define RUNBUF_MIN (64u << 10)     /* smallest read buffer per run worth merging with */
 
 typedef struct ent {
     uint64_t key, idx;
@@ -409,7 +409,8 @@ static int reduce_runs(tupe_xshuf *x, int fan, size_t bufsz, tupe_err *e)
         int rc = open_spill(x, dst, e);
         if (rc)
             return rc;
-        if (ftruncate(x->fd[dst], 0) != 0)
+        /* Spill files are written with write(): rewind as well as empty. */
+        if (ftruncate(x->fd[dst], 0) != 0 || lseek(x->fd[dst], 0, SEEK_SET) != 0)
             return tupe_fail_errno(e, TUPE_EIO, errno, "%s: truncating a spill file failed",
                                    tmp_name(x));
         x->end[dst] = 0;
@@ -476,7 +477,8 @@ int tupe_xshuf_finish(tupe_xshuf *x, tupe_err *e)
     int fan = (int)(avail / minbuf);
     if (fan < 2)
         fan = 2;
-    rc = reduce_runs(x, fan, avail / (size_t)(fan + 1) > minbuf ? avail / (size_t)(fan + 1) : minbuf, e);
+    size_t passbuf = avail / (size_t)(fan + 1);
+    rc = reduce_runs(x, fan, passbuf > x->unit ? passbuf : x->unit, e);
     if (rc)
         return rc;
     free(x->wbuf);

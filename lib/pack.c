@@ -1,6 +1,5 @@
 #include "pack.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static void put32(unsigned char *p, uint32_t v)
@@ -56,7 +55,7 @@ void tupe_rec_decode(const void *recv, uint32_t seq_len, uint32_t id_bytes, uint
 uint32_t tupe_rec_length(const void *rec) { return get32(rec); }
 
 int tupe_packer_init(tupe_packer *p, uint32_t seq_len, uint32_t id_bytes, int brk, uint32_t cls,
-                     uint32_t sep, uint32_t pad, tupe_pack_sink sink, void *ctx, tupe_err *e)
+                     uint32_t sep, uint32_t pad, tupe_pack_slot slot, void *ctx, tupe_err *e)
 {
     memset(p, 0, sizeof *p);
     if (seq_len < 2)
@@ -69,17 +68,14 @@ int tupe_packer_init(tupe_packer *p, uint32_t seq_len, uint32_t id_bytes, int br
     p->cls = cls;
     p->sep = sep;
     p->pad = pad;
-    p->sink = sink;
+    p->slot = slot;
     p->ctx = ctx;
     p->rec_bytes = tupe_rec_bytes(seq_len, id_bytes);
-    p->rec = calloc(1, p->rec_bytes);
-    if (!p->rec)
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     return 0;
 }
 
-/* Pad, record the length, hand the record over. */
-static int flush(tupe_packer *p, tupe_err *e)
+/* Pad, record the length and the zero tail: the record is complete. */
+static void flush(tupe_packer *p)
 {
     uint32_t len = p->fill, room = p->seq_len - len;
     if (room) {
@@ -91,19 +87,26 @@ static int flush(tupe_packer *p, tupe_err *e)
             put_ids(p->rec + 4, p->id_bytes, at, padv, k);
         }
     }
+    size_t used = 4 + (size_t)p->seq_len * p->id_bytes;
+    memset(p->rec + used, 0, p->rec_bytes - used);
     put32(p->rec, len);
     p->sequences++;
     p->tokens += len;
     p->padding += room;
     p->fill = 0;
-    return p->sink(p->ctx, p->rec, e);
+    p->rec = NULL;
 }
 
 /* Append items, opening a sequence with [CLS] when none is open. */
 static int append(tupe_packer *p, const uint32_t *ids, size_t n, tupe_err *e)
 {
     while (n > 0) {
-        if (p->fill == 0) {
+        if (!p->rec) {
+            void *r;
+            int rc = p->slot(p->ctx, &r, e);
+            if (rc)
+                return rc;
+            p->rec = r;
             put_ids(p->rec + 4, p->id_bytes, 0, &p->cls, 1);
             p->fill = 1;
         }
@@ -114,11 +117,8 @@ static int append(tupe_packer *p, const uint32_t *ids, size_t n, tupe_err *e)
         p->fill += (uint32_t)k;
         ids += k;
         n -= k;
-        if (p->fill == p->seq_len) {
-            int rc = flush(p, e);
-            if (rc)
-                return rc;
-        }
+        if (p->fill == p->seq_len)
+            flush(p);
     }
     return 0;
 }
@@ -131,15 +131,15 @@ int tupe_packer_doc(tupe_packer *p, const uint32_t *ids, size_t n, tupe_err *e)
     int rc = append(p, ids, n, e);
     if (!rc)
         rc = append(p, &p->sep, 1, e);
-    if (!rc && p->brk == TUPE_BREAK_DOC && p->fill > 0)
-        rc = flush(p, e);
+    if (!rc && p->brk == TUPE_BREAK_DOC && p->rec)
+        flush(p);
     return rc;
 }
 
-int tupe_packer_finish(tupe_packer *p, tupe_err *e) { return p->fill > 0 ? flush(p, e) : 0; }
-
-void tupe_packer_free(tupe_packer *p)
+int tupe_packer_finish(tupe_packer *p, tupe_err *e)
 {
-    free(p->rec);
-    p->rec = NULL;
+    (void)e;
+    if (p->rec)
+        flush(p);
+    return 0;
 }

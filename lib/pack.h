@@ -37,28 +37,28 @@ void tupe_rec_decode(const void *rec, uint32_t seq_len, uint32_t id_bytes, uint3
 /* The true length alone. */
 uint32_t tupe_rec_length(const void *rec);
 
-/* Receives each finished record (rec_bytes bytes, valid only during the call). */
-typedef int (*tupe_pack_sink)(void *ctx, const void *rec, tupe_err *e);
+/* Room for the next record (rec_bytes bytes): the packer writes it in place, completely,
+ * before it asks for another, so records go straight into the caller's buffers. */
+typedef int (*tupe_pack_slot)(void *ctx, void **rec, tupe_err *e);
 
 typedef struct tupe_packer {
     uint32_t seq_len, id_bytes, cls, sep, pad;
     int brk;
     size_t rec_bytes;
-    unsigned char *rec;   /* the record being filled */
-    uint32_t fill;        /* ids in it so far (0: none open) */
-    tupe_pack_sink sink;
+    unsigned char *rec;   /* the record being filled (NULL: none open) */
+    uint32_t fill;        /* ids in it so far */
+    tupe_pack_slot slot;
     void *ctx;
     /* totals */
     uint64_t sequences, documents, tokens, padding;   /* tokens: non-pad ids incl. specials */
 } tupe_packer;
 
 int tupe_packer_init(tupe_packer *p, uint32_t seq_len, uint32_t id_bytes, int brk, uint32_t cls,
-                     uint32_t sep, uint32_t pad, tupe_pack_sink sink, void *ctx, tupe_err *e);
+                     uint32_t sep, uint32_t pad, tupe_pack_slot slot, void *ctx, tupe_err *e);
 /* Add one document (without special ids). */
 int tupe_packer_doc(tupe_packer *p, const uint32_t *ids, size_t n, tupe_err *e);
-/* Emit the last partial sequence, padded. */
+/* Complete the last partial sequence, padded. */
 int tupe_packer_finish(tupe_packer *p, tupe_err *e);
-void tupe_packer_free(tupe_packer *p);
 
 /* Sequences a set of documents packs into, knowing only their lengths: with TUPE_BREAK_FULL
  * the total of (n + 1) over the documents, with TUPE_BREAK_DOC one document at a time. */

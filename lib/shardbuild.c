@@ -16,9 +16,11 @@
 #include "pack.h"
 #include "philox.h"
 #include "progress.h"
+#include "tokqueue.h"
 #include "tokstream.h"
 
-#define RESERVE ((uint64_t)16 << 20)     /* input buffers, packers, indexes, libc */
+#define RESERVE ((uint64_t)16 << 20)     /* input reader, indexes, libc */
+#define BATCH_IDS ((size_t)1 << 20)       /* ids per batch handed over by the input thread */
 #define MIN_SORT ((uint64_t)8 << 20)
 
 void tupe_shard_opts_init(tupe_shard_opts *o)
@@ -66,9 +68,15 @@ static uint64_t heap_memory(const tupe_shard_opts *o)
     return o->valid_sequences > 0 ? o->memory / 4 : 0;
 }
 
+static uint64_t fixed_memory(const tupe_shard_opts *o)
+{
+    return pool_memory(o) + spool_memory(o) + heap_memory(o) + RESERVE +
+           tupe_tokq_memory(BATCH_IDS);
+}
+
 uint64_t tupe_shard_sort_memory(const tupe_shard_opts *o)
 {
-    uint64_t used = pool_memory(o) + spool_memory(o) + heap_memory(o) + RESERVE;
+    uint64_t used = fixed_memory(o);
     return o->memory >= used + MIN_SORT ? o->memory - used : 0;
 }
 
@@ -111,7 +119,7 @@ typedef struct build {
     tupe_progress prog;
 } build;
 
-static int pack_sink(void *ctx, const void *rec, tupe_err *e) { return tupe_xshuf_add(ctx, rec, e); }
+static int pack_slot(void *ctx, void **rec, tupe_err *e) { return tupe_xshuf_slot(ctx, rec, e); }
 
 static int setup(build *b, const tupe_tok_header *h, const char *path, tupe_err *e)
 {
@@ -148,7 +156,7 @@ static int setup(build *b, const tupe_tok_header *h, const char *path, tupe_err 
             rc = tupe_packer_init(&b->pk[s], o->seq_len, b->id_bytes, o->brk,
                                   (uint32_t)b->special[TUPE_SP_CLS],
                                   (uint32_t)b->special[TUPE_SP_SEP],
-                                  (uint32_t)b->special[TUPE_SP_PAD], pack_sink, b->xs[s], e);
+                                  (uint32_t)b->special[TUPE_SP_PAD], pack_slot, b->xs[s], e);
         if (rc)
             return rc;
         b->pk_init[s] = 1;
@@ -314,39 +322,44 @@ static uint64_t input_total(const tupe_shard_opts *o)
 static int read_inputs(build *b, tupe_err *e)
 {
     const tupe_shard_opts *o = b->o;
-    int n = o->ninputs > 0 ? o->ninputs : 1;
-    tupe_progress_start(&b->prog, "reading", input_total(o), "B", o->quiet);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        const char *path = o->ninputs > 0 ? o->inputs[i] : "-";
-        tupe_tokr *r;
-        if ((rc = tupe_tokr_open(&r, path, e)))
-            break;
-        const tupe_tok_header *h = tupe_tokr_header(r);
-        if (!b->have_header) {
-            rc = setup(b, h, path, e);
-        } else if (h->vocab_size != b->h.vocab_size || h->vocab_hash != b->h.vocab_hash) {
-            rc = tupe_fail(e, TUPE_EDATA,
-                           "%s: vocabulary (size %u, hash %016" PRIx64 ") differs from that of "
-                           "%s (size %u, hash %016" PRIx64 ")", tupe_path_name(path),
-                           h->vocab_size, h->vocab_hash, tupe_path_name(b->first_input),
-                           b->h.vocab_size, b->h.vocab_hash);
-        }
-        const uint32_t *ids;
-        size_t k;
-        int got = 0;
-        while (!rc && (got = tupe_tokr_next(r, &ids, &k, e)) == 1) {
-            rc = route(b, ids, k, e);
-            tupe_progress_set(&b->prog, b->input_bytes + tupe_tokr_offset(r));
-        }
-        if (!rc && got < 0)
-            rc = e->code;
-        b->input_bytes += tupe_tokr_offset(r);
-        tupe_tokr_close(r);
-    }
+    static const char *const stdin_only[] = {"-"};
+    const char *const *paths = o->ninputs > 0 ? o->inputs : stdin_only;
+    int npaths = o->ninputs > 0 ? o->ninputs : 1;
+    tupe_tokq *q;
+    int rc = tupe_tokq_open(&q, paths, npaths, BATCH_IDS, e);
     if (rc)
         return rc;
-    tupe_progress_set(&b->prog, b->input_bytes);
+    tupe_progress_start(&b->prog, "reading", input_total(o), "B", o->quiet);
+    const tupe_tokbatch *tb;
+    int got = 0, last = -1;
+    while (!rc && (got = tupe_tokq_next(q, &tb, e)) == 1) {
+        if (tb->input != last) {
+            const tupe_tok_header *h = tb->header;
+            const char *path = paths[tb->input];
+            if (!b->have_header) {
+                rc = setup(b, h, path, e);
+            } else if (h->vocab_size != b->h.vocab_size || h->vocab_hash != b->h.vocab_hash) {
+                rc = tupe_fail(e, TUPE_EDATA,
+                               "%s: vocabulary (size %u, hash %016" PRIx64 ") differs from that "
+                               "of %s (size %u, hash %016" PRIx64 ")", tupe_path_name(path),
+                               h->vocab_size, h->vocab_hash, tupe_path_name(b->first_input),
+                               b->h.vocab_size, b->h.vocab_hash);
+            }
+            last = tb->input;
+        }
+        const uint32_t *ids = tb->ids;
+        for (size_t d = 0; d < tb->ndocs && !rc; d++) {
+            rc = route(b, ids, tb->lens[d], e);
+            ids += tb->lens[d];
+        }
+        b->input_bytes = tb->offset;
+        tupe_progress_set(&b->prog, b->input_bytes);
+    }
+    if (!rc && got < 0)
+        rc = e->code;
+    tupe_tokq_close(q);
+    if (rc)
+        return rc;
     tupe_progress_finish(&b->prog);
     if (b->docs == b->empty)
         return tupe_fail(e, TUPE_EDATA, "%s: no documents with ids in the input",
@@ -526,9 +539,7 @@ static int check_opts(const tupe_shard_opts *o, tupe_err *e)
                          "--memory %" PRIu64 " MiB is too small: the compression buffers of %d "
                          "thread(s) and the other buffers need %" PRIu64 " MiB; use at least %"
                          PRIu64 "M", o->memory >> 20, o->threads,
-                         (pool_memory(o) + spool_memory(o) + heap_memory(o) + RESERVE) >> 20,
-                         (pool_memory(o) + spool_memory(o) + heap_memory(o) + RESERVE + MIN_SORT +
-                          ((uint64_t)1 << 20) - 1) >> 20);
+                         fixed_memory(o) >> 20, (fixed_memory(o) + MIN_SORT + ((uint64_t)1 << 20) - 1) >> 20);
     return 0;
 }
 
@@ -549,8 +560,6 @@ static uint64_t set_id(const build *b)
 static void build_free(build *b)
 {
     for (int s = 0; s < TUPE_SPLITS; s++) {
-        if (b->pk_init[s])
-            tupe_packer_free(&b->pk[s]);
         tupe_xshuf_free(b->xs[s]);
     }
     for (size_t i = 0; i < b->nheap; i++)
