@@ -237,9 +237,12 @@ static int load_vocab(const char *path, const tupe_shard_meta *m, char **buf, ch
     uint64_t hv = tupe_hasher_digest(h);
     tupe_hasher_free(h);
     if (n != m->vocab_size || hv != m->vocab_hash) {
+        char a[22], b[22];
+        tupe_hash_hex(hv, a);
+        tupe_hash_hex(m->vocab_hash, b);
         free(t);
-        return tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens) is not the one the "
-                         "shards were made with (%u tokens)", path, n, m->vocab_size);
+        return tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens, %s) is not the one the "
+                         "shards were made with (%u tokens, %s)", path, n, a, m->vocab_size, b);
     }
     *tok = t;
     return 0;

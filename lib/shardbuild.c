@@ -19,8 +19,8 @@
 #include "tokqueue.h"
 #include "tokstream.h"
 
-#define RESERVE ((uint64_t)16 << 20)     /* input reader, indexes, libc */
-#define BATCH_IDS ((size_t)1 << 20)       /* ids per batch handed over by the input thread */
+#define RESERVE ((uint64_t)8 << 20)      /* input reader, indexes, libc */
+#define BATCH_IDS ((size_t)1 << 18)       /* ids per batch handed over by the input thread */
 #define MIN_SORT ((uint64_t)8 << 20)
 
 void tupe_shard_opts_init(tupe_shard_opts *o)

@@ -5,7 +5,9 @@
  * Each whitespace-separated word of the text (lower-cased) becomes the id of that word in
  * VOCAB.txt when it is there, else an id chosen by hashing the word into the non-special part
  * of the vocabulary; a blank line ends a document. So the ids follow the frequencies and
- * repetitions of English words (not WordPiece pieces: no tokenizer is involved). The text is
+ * repetitions of English words (not WordPiece pieces: no tokenizer is involved). A document
+ * that reaches 50,000 ids ends at its next line break (the corpus holds a whole dictionary as
+ * one "document"; encyclopedia articles are far shorter). The text is
  * read once into memory and replayed until the stream holds BYTES bytes; each replay adds one
  * to a small offset on the ids, so replays are not byte-identical to earlier ones. */
 #include <ctype.h>
@@ -77,7 +79,7 @@ int main(int argc, char **argv)
         int nl_run = 0;
         while (i < tlen && bytes < target) {
             if (text[i] == '\n') {
-                if (++nl_run >= 2 && n > 0) {
+                if ((++nl_run >= 2 || n >= 50000) && n > 0) {
                     if (tupe_tokw_doc(w, doc, n, &e))
                         goto fail;
                     bytes += 8 + 2 * n;
