@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "philox.h"
@@ -62,6 +63,26 @@ struct tupe_xshuf {
     tupe_xshuf_stats st;
 };
 
+/* The buffer is reserved at full size up front: its pages cost nothing until records land in
+ * them. Huge pages where the kernel offers them: the records are later read in random order,
+ * and 4 KiB pages would cost a page fault per 4 KiB written and a TLB miss per record read. */
+static void *big_alloc(size_t n)
+{
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t n)
+{
+    if (p)
+        munmap(p, n ? n : 1);
+}
+
 uint64_t tupe_xshuf_key(uint64_t seed, uint32_t stream, uint64_t i)
 {
     tupe_u32x4 b = tupe_philox_block(seed, (uint32_t)i, (uint32_t)(i >> 32),
@@ -103,9 +124,8 @@ int tupe_xshuf_new(tupe_xshuf **xp, const tupe_xshuf_opts *o, tupe_err *e)
                                "memory budget of %zu bytes is too small for records of %zu bytes",
                                o->memory, o->rec_bytes);
     }
-    /* Allocated at full size now: pages cost nothing until a record lands in them. */
-    x->buf = malloc(x->cap * o->rec_bytes);
-    x->ents = o->shuffle ? malloc(x->cap * sizeof(ent)) : NULL;
+    x->buf = big_alloc(x->cap * o->rec_bytes);
+    x->ents = o->shuffle ? big_alloc(x->cap * sizeof(ent)) : NULL;
     x->wbuf = malloc(x->wcap);
     if (!x->buf || (o->shuffle && !x->ents) || !x->wbuf) {
         tupe_xshuf_free(x);
@@ -466,8 +486,8 @@ int tupe_xshuf_finish(tupe_xshuf *x, tupe_err *e)
     int rc = spill(x, e);
     if (rc)
         return rc;
-    free(x->buf);
-    free(x->ents);
+    big_free(x->buf, x->cap * x->o.rec_bytes);
+    big_free(x->ents, x->cap * sizeof(ent));
     x->buf = NULL;
     x->ents = NULL;
     x->cap = 0;
@@ -551,8 +571,9 @@ void tupe_xshuf_free(tupe_xshuf *x)
     for (int i = 0; i < 2; i++)
         if (x->fd[i] >= 0)
             close(x->fd[i]);
-    free(x->buf);
-    free(x->ents);
+    big_free(x->buf, x->cap * x->o.rec_bytes);
+    if (x->ents)
+        big_free(x->ents, x->cap * sizeof(ent));
     free(x->wbuf);
     free(x->runs);
     free(x->tmpdir);
