@@ -95,6 +95,15 @@ int tupe_megaw_seq(tupe_megaw *w, const uint32_t *ids, uint32_t n, tupe_err *e)
     return tupe_out_write(w->bin, w->buf, need, e);
 }
 
+static void megaw_free(tupe_megaw *w)
+{
+    tupe_hasher_free(w->h);
+    free(w->buf);
+    free(w->lengths);
+    free(w->prefix);
+    free(w);
+}
+
 int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *e)
 {
     uint64_t bin_bytes = tupe_out_offset(w->bin);
@@ -147,11 +156,7 @@ int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *
         if (check)
             *check = tupe_hasher_digest(w->h);
     }
-    tupe_hasher_free(w->h);
-    free(w->buf);
-    free(w->lengths);
-    free(w->prefix);
-    free(w);
+    megaw_free(w);
     return rc;
 }
 
@@ -160,11 +165,7 @@ void tupe_megaw_abort(tupe_megaw *w)
     if (!w)
         return;
     tupe_out_abort(w->bin);
-    tupe_hasher_free(w->h);
-    free(w->buf);
-    free(w->lengths);
-    free(w->prefix);
-    free(w);
+    megaw_free(w);
 }
 
 /* ---- reading ---------------------------------------------------------------------------------- */
