@@ -103,7 +103,7 @@ typedef struct build {
     tupe_packer pk[TUPE_SPLITS];
     int pk_init[TUPE_SPLITS];
     tupe_xshuf *xs[TUPE_SPLITS];
-    uint64_t in_hash;
+    tupe_hasher *inhash;
     uint64_t docs, empty, tokens, input_bytes;
     /* validation candidates (valid_sequences): a max-heap on (key, doc) */
     vdoc *heap;
@@ -290,6 +290,9 @@ static int route(build *b, const uint32_t *ids, size_t n, tupe_err *e)
     const tupe_shard_opts *o = b->o;
     uint64_t doc = b->docs++;
     uint32_t n32 = (uint32_t)n;
+    /* The reading thread is the busier one: the input's hash is taken here. */
+    tupe_hasher_update(b->inhash, &n32, sizeof n32);
+    tupe_hasher_update(b->inhash, ids, n * sizeof *ids);
     b->tokens += n;
     if (n == 0) {
         b->empty++;
@@ -355,7 +358,6 @@ static int read_inputs(build *b, tupe_err *e)
     }
     if (!rc && got < 0)
         rc = e->code;
-    b->in_hash = tupe_tokq_hash(q);
     tupe_tokq_close(q);
     if (rc)
         return rc;
@@ -565,6 +567,7 @@ static void build_free(build *b)
         free(b->heap[i].ids);
     free(b->heap);
     free(b->fifo);
+    tupe_hasher_free(b->inhash);
     tupe_shardw_abort(b->w);
     tupe_dirtx_abort(b->tx);
 }
@@ -592,7 +595,7 @@ static int write_output(build *b, tupe_err *e)
     m->in_documents = b->docs;
     m->in_empty = b->empty;
     m->in_tokens = b->tokens;
-    m->in_hash = b->in_hash;
+    m->in_hash = tupe_hasher_digest(b->inhash);
     m->set_id = set_id(b);
     uint64_t total = 0;
     for (int s = 0; s < TUPE_SPLITS; s++) {
@@ -672,6 +675,8 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
     memset(&b, 0, sizeof b);
     b.o = o;
     b.first_input = o->ninputs > 0 ? o->inputs[0] : "-";
+    if (!(b.inhash = tupe_hasher_new()))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     rc = read_inputs(&b, e);
     if (!rc && rep) {
         tupe_xshuf_stats st;

@@ -1,7 +1,5 @@
 #include "tokqueue.h"
 
-#include "checksum.h"
-
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +23,6 @@ struct tupe_tokq {
     tupe_err err;
     pthread_t tid;
     int started;
-    tupe_hasher *hash;
-    uint64_t digest;
     pthread_mutex_t mu;
     pthread_cond_t cv_free, cv_full;
 };
@@ -103,9 +99,6 @@ static void *reader(void *arg)
                 break;
             }
             memcpy(f->ids + f->nids, ids, n * sizeof *ids);
-            uint32_t n32 = (uint32_t)n;
-            tupe_hasher_update(q->hash, &n32, sizeof n32);
-            tupe_hasher_update(q->hash, ids, n * sizeof *ids);
             f->lens[f->b.ndocs++] = (uint32_t)n;
             f->nids += n;
             f->b.input = i;
@@ -124,7 +117,6 @@ static void *reader(void *arg)
     }
     q->rc = rc;
     q->err = e;
-    q->digest = tupe_hasher_digest(q->hash);
     q->done = 1;
     pthread_cond_signal(&q->cv_full);
     pthread_mutex_unlock(&q->mu);
@@ -144,8 +136,7 @@ int tupe_tokq_open(tupe_tokq **qp, const char *const *paths, int npaths, size_t 
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv_free, NULL);
     pthread_cond_init(&q->cv_full, NULL);
-    q->hash = tupe_hasher_new();
-    int ok = q->headers != NULL && q->hash != NULL;
+    int ok = q->headers != NULL;
     for (int i = 0; ok && i < NBUF; i++)
         ok = !grow32(&q->bufs[i].ids, &q->bufs[i].cap_ids, q->batch_ids) &&
              !grow32(&q->bufs[i].lens, &q->bufs[i].cap_lens, q->batch_ids / 4 + 1);
@@ -192,8 +183,6 @@ int tupe_tokq_next(tupe_tokq *q, const tupe_tokbatch **b, tupe_err *e)
     return r;
 }
 
-uint64_t tupe_tokq_hash(const tupe_tokq *q) { return q->digest; }
-
 void tupe_tokq_close(tupe_tokq *q)
 {
     if (!q)
@@ -210,7 +199,6 @@ void tupe_tokq_close(tupe_tokq *q)
         free(q->bufs[i].lens);
     }
     free(q->headers);
-    tupe_hasher_free(q->hash);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv_free);
     pthread_cond_destroy(&q->cv_full);

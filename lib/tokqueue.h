@@ -28,9 +28,6 @@ int tupe_tokq_open(tupe_tokq **q, const char *const *paths, int npaths, size_t b
 /* Next batch: 1 with *b (valid until the next call), 0 after the last, -1 on error (e names
  * the file and byte offset). */
 int tupe_tokq_next(tupe_tokq *q, const tupe_tokbatch **b, tupe_err *e);
-/* XXH3-64 of every document read, each as its u32 length then its ids as u32 (host order),
- * computed on the reading thread; final once tupe_tokq_next has returned 0. */
-uint64_t tupe_tokq_hash(const tupe_tokq *q);
 /* Memory the queue uses for a batch size (its buffers, for budgets). */
 size_t tupe_tokq_memory(size_t batch_ids);
 void tupe_tokq_close(tupe_tokq *q);

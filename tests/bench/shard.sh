@@ -25,18 +25,19 @@ size=$(stat -c %s "$in")
 have_time=0
 [ -x /usr/bin/time ] && have_time=1
 
-# timed NAME CMD...: wall seconds in $secs, peak RSS (kB) in $rss.
+# timed NAME CMD...: wall seconds in $secs, peak RSS (kB) in $rss, user+system seconds in $cpu.
 timed() {
     local name=$1; shift
     echo "shard bench: $*" >&2
     local t0 t1
     t0=$(date +%s.%N)
     if [ $have_time = 1 ]; then
-        /usr/bin/time -f '%M' -o "$W/$name.rss" "$@" >&2
-        rss=$(tail -1 "$W/$name.rss")
+        /usr/bin/time -f '%M %U %S' -o "$W/$name.rss" "$@" >&2
+        read -r rss u s <"$W/$name.rss"
+        cpu=$(echo "$u + $s" | bc -l)
     else
         "$@" >&2
-        rss=0
+        rss=0 cpu=0
     fi
     t1=$(date +%s.%N)
     secs=$(echo "$t1 - $t0" | bc -l)
@@ -47,7 +48,7 @@ mbs() { echo "$size / $1 / 1000000" | bc -l; }
 for level in 3; do
     rm -f "$W/out.zst"
     timed zstd zstd -q -$level -T$threads -f "$in" -o "$W/out.zst"
-    zsecs=$secs zsize=$(stat -c %s "$W/out.zst")
+    zsecs=$secs zcpu=$cpu zsize=$(stat -c %s "$W/out.zst")
     rm -f "$W/out.zst"
     for mem in 256M 2G; do
         rm -rf "$W/out"
@@ -60,6 +61,8 @@ for level in 3; do
             $((size / 1000000)) $level $threads $mem "$secs" "$(mbs $secs)" $level $threads "$zsecs" "$(mbs $zsecs)" \
             "$(echo "$secs / $zsecs" | bc -l)"
         if [ $have_time = 1 ]; then
+            printf '| tupe-shard --memory %s: CPU time (user + system) | %.1f s | zstd -%d -T%d: %.1f s | %.2f |\n' \
+                $mem "$cpu" $level $threads "$zcpu" "$(echo "$cpu / $zcpu" | bc -l)"
             printf '| tupe-shard --memory %s: peak RSS | %d MiB | budget %d MiB | %.2f |\n' \
                 $mem $((rss / 1024)) $budget "$(echo "$rss / 1024 / $budget" | bc -l)"
         fi
