@@ -87,17 +87,22 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 
 /* ---- write ------------------------------------------------------------------------------------ */
 
-static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp)
+static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level)
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
     if (o->layout == TUPE_LAYOUT_MEGATRON && explicit_comp)
         return tupe_cli_usage(c, "--no-compress, --level and --frame-size do not apply to "
                               "--export megatron");
+    if (o->layout == TUPE_LAYOUT_RAW && explicit_level)
+        return tupe_cli_usage(c, "--level does not apply to --no-compress");
     o->inputs = (const char *const *)c->args;
     o->ninputs = c->nargs;
     o->quiet = c->quiet;
     o->threads = tupe_threads_apply(c->threads);
+    /* By default, no more compression threads than leave half the budget to the shuffle. */
+    while (c->threads == 0 && o->threads > 1 && tupe_shard_sort_memory(o) < o->memory / 2)
+        o->threads--;
     tupe_err e;
     tupe_shard_meta m;
     tupe_shard_report rep;
@@ -393,7 +398,7 @@ int main(int argc, char **argv)
     tupe_shard_opts o;
     tupe_shard_opts_init(&o);
     catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1};
-    int explicit_comp = 0, id, bad = 0, choice;
+    int explicit_comp = 0, explicit_level = 0, id, bad = 0, choice;
     long lv;
     uint64_t u;
     const char *arg;
@@ -435,7 +440,7 @@ int main(int argc, char **argv)
         case O_LEVEL:
             bad = tupe_cli_long(&c, arg, 1, 19, &lv);
             o.level = (int)lv;
-            explicit_comp = 1;
+            explicit_comp = explicit_level = 1;
             break;
         case O_FRAME:
             bad = tupe_cli_size(&c, arg, &o.frame_bytes);
@@ -480,7 +485,7 @@ int main(int argc, char **argv)
     int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp);
+        rc = do_write(&c, &o, explicit_comp, explicit_level);
     else if (strcmp(name, "info") == 0)
         rc = do_info(&c);
     else if (strcmp(name, "verify") == 0)

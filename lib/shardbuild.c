@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "extshuffle.h"
@@ -535,6 +536,9 @@ static int check_opts(const tupe_shard_opts *o, tupe_err *e)
         return tupe_fail(e, TUPE_EUSAGE, "a validation fraction and a count exclude each other");
     if (o->threads < 1)
         return tupe_fail(e, TUPE_EUSAGE, "at least one thread");
+    if (o->tmpdir && access(o->tmpdir, W_OK | X_OK) != 0)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot write spill files there",
+                               o->tmpdir);
     if (tupe_shard_sort_memory(o) == 0)
         return tupe_fail(e, TUPE_EUSAGE,
                          "--memory %" PRIu64 " MiB is too small: the compression buffers of %d "
