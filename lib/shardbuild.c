@@ -51,8 +51,12 @@ static uint64_t pool_memory(const tupe_shard_opts *o)
 {
     if (o->layout == TUPE_LAYOUT_MEGATRON)
         return 0;
+    /* A frame holds at least one record (4-byte ids at worst: the stream is not read yet). */
+    uint64_t frame = tupe_rec_bytes(o->seq_len, 4);
+    if (frame < o->frame_bytes)
+        frame = o->frame_bytes;
     return tupe_fpool_memory(o->threads, o->layout == TUPE_LAYOUT_ZSTD ? o->level : 0,
-                             (size_t)o->frame_bytes);
+                             (size_t)frame);
 }
 
 /* The validation spool's buffer, and the budget for documents held as validation candidates. */
