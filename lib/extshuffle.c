@@ -63,6 +63,13 @@ struct tupe_xshuf {
     size_t wn;
     pthread_mutex_t wmu;
     pthread_cond_t wcv;
+    /* The prefault thread: maps the buffer's pages in ahead of the records being added, so
+     * that the page faults of a large budget are not paid on the adding thread. */
+    pthread_t ptid;
+    int pon, pstop;
+    size_t pwant, pdone;      /* bytes of buf wanted mapped / mapped so far */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcv;
     int mode;
     size_t out_pos;
     merger m;
@@ -84,6 +91,69 @@ static void *big_alloc(size_t n)
     madvise(p, n, MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+#define PREFAULT_CHUNK ((size_t)32 << 20)
+
+static void *prefaulter(void *arg)
+{
+    tupe_xshuf *x = arg;
+    pthread_setname_np(pthread_self(), "tupe-prefault");
+    pthread_mutex_lock(&x->pmu);
+    for (;;) {
+        while (!x->pstop && x->pdone >= x->pwant)
+            pthread_cond_wait(&x->pcv, &x->pmu);
+        if (x->pstop)
+            break;
+        size_t lo = x->pdone, hi = x->pwant;
+        if (hi - lo > PREFAULT_CHUNK)
+            hi = lo + PREFAULT_CHUNK;
+        pthread_mutex_unlock(&x->pmu);
+        int ok = 1;
+#ifdef MADV_POPULATE_WRITE
+        /* Faults the pages in without writing to them: safe while records land there. */
+        ok = madvise(x->buf + lo, hi - lo, MADV_POPULATE_WRITE) == 0;
+#else
+        ok = 0;
+#endif
+        pthread_mutex_lock(&x->pmu);
+        x->pdone = ok ? hi : SIZE_MAX;   /* without the call, stop trying */
+    }
+    pthread_mutex_unlock(&x->pmu);
+    return NULL;
+}
+
+/* Ask for the pages up to two chunks past `used` bytes of buf (never waits). */
+static void prefault_ahead(tupe_xshuf *x, size_t used)
+{
+    size_t total = x->cap * x->o.rec_bytes, want = used + 2 * PREFAULT_CHUNK;
+    if (total < 4 * PREFAULT_CHUNK)
+        return;   /* small buffers fault in quickly enough */
+    if (want > total)
+        want = total;
+    if (!x->pon) {
+        if (pthread_create(&x->ptid, NULL, prefaulter, x) != 0)
+            return;
+        x->pon = 1;
+    }
+    pthread_mutex_lock(&x->pmu);
+    if (want > x->pwant && x->pdone != SIZE_MAX) {
+        x->pwant = want;
+        pthread_cond_signal(&x->pcv);
+    }
+    pthread_mutex_unlock(&x->pmu);
+}
+
+static void stop_prefault(tupe_xshuf *x)
+{
+    if (!x->pon)
+        return;
+    pthread_mutex_lock(&x->pmu);
+    x->pstop = 1;
+    pthread_cond_signal(&x->pcv);
+    pthread_mutex_unlock(&x->pmu);
+    pthread_join(x->ptid, NULL);
+    x->pon = 0;
 }
 
 static void big_free(void *p, size_t n)
@@ -140,6 +210,8 @@ int tupe_xshuf_new(tupe_xshuf **xp, const tupe_xshuf_opts *o, tupe_err *e)
     x->wbuf2 = o->shuffle ? malloc(x->wcap) : NULL;
     pthread_mutex_init(&x->wmu, NULL);
     pthread_cond_init(&x->wcv, NULL);
+    pthread_mutex_init(&x->pmu, NULL);
+    pthread_cond_init(&x->pcv, NULL);
     if (!x->buf || (o->shuffle && (!x->ents || !x->wbuf2)) || !x->wbuf) {
         tupe_xshuf_free(x);
         return tupe_fail(e, TUPE_EFAIL, "out of memory (shuffle buffer of %zu bytes)", o->memory);
@@ -364,9 +436,12 @@ int tupe_xshuf_slot(tupe_xshuf *x, void **rec, tupe_err *e)
         if (rc)
             return rc;
     }
-    *rec = x->buf + x->nbuf * x->o.rec_bytes;
+    size_t used = x->nbuf * x->o.rec_bytes;
+    *rec = x->buf + used;
     x->nbuf++;
     x->total++;
+    if (used % PREFAULT_CHUNK < x->o.rec_bytes && x->st.runs == 0)
+        prefault_ahead(x, used);
     return 0;
 }
 
@@ -580,6 +655,7 @@ int tupe_xshuf_finish(tupe_xshuf *x, tupe_err *e)
     int rc = spill(x, e);
     if (rc)
         return rc;
+    stop_prefault(x);
     big_free(x->buf, x->cap * x->o.rec_bytes);
     big_free(x->ents, x->cap * sizeof(ent));
     x->buf = NULL;
@@ -664,8 +740,11 @@ void tupe_xshuf_free(tupe_xshuf *x)
     if (!x)
         return;
     stop_writer(x);
+    stop_prefault(x);
     pthread_mutex_destroy(&x->wmu);
     pthread_cond_destroy(&x->wcv);
+    pthread_mutex_destroy(&x->pmu);
+    pthread_cond_destroy(&x->pcv);
     merger_free(&x->m);
     for (int i = 0; i < 2; i++)
         if (x->fd[i] >= 0)
