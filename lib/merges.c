@@ -18,9 +18,11 @@ typedef struct state {
     int64_t *pcount;
     uint32_t *phead, *pstamp;
     size_t npairs, pcap;
-    /* occurrence lists: word, next (node 0 is unused) */
-    uint32_t *nword, *nnext;
-    size_t nnodes, ncap;
+    /* occurrence lists, in blocks of NODE_BLOCK nodes (word, next; node 0 is unused); the
+     * lists of merged pairs are recycled through `nfree` */
+    uint32_t **nword, **nnext;
+    size_t nnodes, nblocks;
+    uint32_t nfree;
     /* heap */
     hentry *h;
     size_t nh, hcap;
@@ -109,30 +111,44 @@ static int64_t pair(state *s, uint64_t key)
     return (int64_t)p;
 }
 
+#define NODE_BITS 20
+#define NODE_BLOCK ((size_t)1 << NODE_BITS)
+#define NWORD(s, n) (s)->nword[(n) >> NODE_BITS][(n) & (NODE_BLOCK - 1)]
+#define NNEXT(s, n) (s)->nnext[(n) >> NODE_BITS][(n) & (NODE_BLOCK - 1)]
+
 static int add_node(state *s, size_t p, uint32_t w)
 {
-    if (s->phead[p] && s->nword[s->phead[p]] == w)
+    uint32_t head = s->phead[p];
+    if (head && NWORD(s, head) == w)
         return 0;
-    if (s->nnodes == s->ncap) {
-        size_t cap = s->ncap ? s->ncap * 2 : 1 << 16;
-        uint32_t *a = realloc(s->nword, cap * sizeof *a);
-        if (!a)
-            return -1;
-        s->nword = a;
-        uint32_t *b = realloc(s->nnext, cap * sizeof *b);
-        if (!b)
-            return -1;
-        s->nnext = b;
-        s->ncap = cap;
+    uint32_t n = s->nfree;
+    if (n) {
+        s->nfree = NNEXT(s, n);
+    } else {
         if (s->nnodes == 0)
             s->nnodes = 1;
+        if (s->nnodes >> NODE_BITS >= s->nblocks) {
+            if (s->nblocks >= ((size_t)UINT32_MAX >> NODE_BITS))
+                return -1;
+            uint32_t **a = realloc(s->nword, (s->nblocks + 1) * sizeof *a);
+            if (!a)
+                return -1;
+            s->nword = a;
+            uint32_t **b = realloc(s->nnext, (s->nblocks + 1) * sizeof *b);
+            if (!b)
+                return -1;
+            s->nnext = b;
+            s->nword[s->nblocks] = malloc(NODE_BLOCK * sizeof **a);
+            s->nnext[s->nblocks] = malloc(NODE_BLOCK * sizeof **b);
+            s->nblocks++;
+            if (!s->nword[s->nblocks - 1] || !s->nnext[s->nblocks - 1])
+                return -1;
+        }
+        n = (uint32_t)s->nnodes++;
     }
-    if (s->nnodes >= UINT32_MAX)
-        return -1;
-    size_t n = s->nnodes++;
-    s->nword[n] = w;
-    s->nnext[n] = s->phead[p];
-    s->phead[p] = (uint32_t)n;
+    NWORD(s, n) = w;
+    NNEXT(s, n) = head;
+    s->phead[p] = n;
     return 0;
 }
 
@@ -281,6 +297,10 @@ static void state_free(state *s)
     free(s->pcount);
     free(s->phead);
     free(s->pstamp);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        free(s->nword[i]);
+        free(s->nnext[i]);
+    }
     free(s->nword);
     free(s->nnext);
     free(s->h);
@@ -373,13 +393,22 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
         uint32_t stamp = (uint32_t)m->nmerges;
         m->merges[m->nmerges++] = (tupe_merge){a, b, (uint32_t)r, top.count};
         s.ntouched = 0;
-        for (uint32_t n = s.phead[p]; n; n = s.nnext[n]) {
-            uint32_t w = s.nword[n];
+        uint32_t last = 0;
+        for (uint32_t n = s.phead[p]; n; n = NNEXT(&s, n)) {
+            uint32_t w = NWORD(&s, n);
+            last = n;
             if (s.wstamp[w] == stamp)
                 continue;
             s.wstamp[w] = stamp;
             if (merge_word(&s, w, a, b, (uint32_t)r, stamp))
                 goto oom;
+        }
+        /* the pair is gone from every word: its list is recycled (Hugging Face, too, drops
+         * the positions of a merged pair) */
+        if (last) {
+            NNEXT(&s, last) = s.nfree;
+            s.nfree = s.phead[p];
+            s.phead[p] = 0;
         }
         if (!hf)
             s.pcount[p] = 0;

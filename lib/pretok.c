@@ -356,13 +356,13 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
         }
     }
     uint8_t tmp[TUPE_UNI_MAX_OUT];
-    size_t mlen;
+    size_t mlen = 0;
     /* Strip accents: full decomposition, canonical ordering, then drop nonspacing marks. */
     if (p->o.kind == TUPE_PRETOK_BERT && p->o.strip_accents) {
         for (size_t i = 0; i < a.n; i++) {
             const tupe_uni_entry *e = tupe_uni_get(a.v[i]);
-            if (cp_push_mapped(&b, a.v[i], tupe_uni_mapped(a.v[i], e, TUPE_UNI_MAP_NFD, tmp, &mlen),
-                               mlen))
+            const uint8_t *m = tupe_uni_mapped(a.v[i], e, TUPE_UNI_MAP_NFD, tmp, &mlen);
+            if (cp_push_mapped(&b, a.v[i], m, mlen))
                 goto done;
         }
         for (size_t i = 1; i < b.n; i++) {
@@ -391,8 +391,8 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
         b.n = 0;
         for (size_t i = 0; i < a.n; i++) {
             const tupe_uni_entry *e = tupe_uni_get(a.v[i]);
-            if (cp_push_mapped(&b, a.v[i],
-                               tupe_uni_mapped(a.v[i], e, TUPE_UNI_MAP_LOWER, tmp, &mlen), mlen))
+            const uint8_t *m = tupe_uni_mapped(a.v[i], e, TUPE_UNI_MAP_LOWER, tmp, &mlen);
+            if (cp_push_mapped(&b, a.v[i], m, mlen))
                 goto done;
         }
         cpvec t = a;

@@ -275,7 +275,7 @@ static int cmp_alpha_drop(const void *a, const void *b)
     return -c;
 }
 
-int tupe_train_wordpiece(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **out,
+int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **out,
                          tupe_train_report *r, tupe_err *e)
 {
     tupe_strtab strings;
@@ -371,6 +371,13 @@ int tupe_train_wordpiece(const tupe_wordcount *wc, const tupe_train_opts *o, tup
     /* 4. words as tokens; 5. merges */
     if (!(order = tupe_wordcount_sorted(wc)) || build_words(&m, wc, order, wp_sym, &b))
         goto oom;
+    /* the words are in m now: the table's memory goes back before the merges need theirs */
+    free(order);
+    order = NULL;
+    tupe_wordcount_free(wc);
+    tupe_wordcount_free(&alphabet);
+    free(al);
+    al = NULL;
     tupe_merges_opts mo = {TUPE_MERGES_HF, o->vocab_size, 0, o->min_frequency, "##"};
     size_t want = o->vocab_size > m.ntok ? o->vocab_size - m.ntok : 0;
     if ((rc = learn(&m, &mo, o, want, e)))
@@ -604,7 +611,6 @@ int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_t
     if (o->kind == TUPE_VOCAB_WORDPIECE) {
         if ((rc = tupe_train_wordpiece(&wc, o, &v, r, e)))
             goto done;
-        tupe_wordcount_free(&wc);
         rc = tupe_vocab_save(v, out, e);
         goto done;
     }

@@ -56,7 +56,8 @@ int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_t
 /* The steps. */
 int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *wc,
                      tupe_train_report *r, tupe_err *e);
-int tupe_train_wordpiece(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **v,
+/* wc is emptied (its memory released) once the words have been taken from it. */
+int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **v,
                          tupe_train_report *r, tupe_err *e);
 /* codes receives the text of the codes file. */
 int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf *codes,
