@@ -110,9 +110,9 @@ static size_t find_cut(int docs, const char *d, size_t len, size_t *from)
 {
     size_t i = *from;
     if (docs == TUPE_DOCS_LINE) {
-        for (size_t j = len; j > i; j--)
-            if (d[j - 1] == '\n')
-                return j;
+        const char *nl = memchr(d + i, '\n', len - i);
+        if (nl)
+            return (size_t)(nl - d) + 1;
         *from = len;
         return 0;
     }
@@ -197,8 +197,9 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         memcpy(ch->data, c->carry, c->carry_len);
         ch->len = c->carry_len;
         c->carry_len = 0;
-        /* cut near the target: boundaries in the first half are passed over */
-        size_t from = target / 2, cut = 0;
+        /* cut near the target: lines end anywhere, so LINE cuts at the first line end after
+         * it; documents may be long, so other framings take the first boundary after half */
+        size_t from = c->docs == TUPE_DOCS_LINE ? target - 1 : target / 2, cut = 0;
         int bom_checked = !c->first_chunk;
         for (;;) {
             if (ch->len >= target && from < ch->len &&

@@ -303,10 +303,10 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
         goto oom;
     if (o->add_special)
         c->ids[c->n++] = cls;
+    size_t text_ids = 0; /* of the document, separators not counted */
     while ((r = tupe_docscan_next(&ds, &line, &len)) != TUPE_SCAN_DONE) {
         if (r == TUPE_SCAN_END) {
-            size_t body = c->n - (o->add_special ? 1 : 0);
-            if (body > 0 || o->docs == TUPE_DOCS_LINE) {
+            if (text_ids > 0 || o->docs == TUPE_DOCS_LINE) {
                 if (o->add_special) {
                     if (reserve_ids(c, 1))
                         goto oom;
@@ -320,8 +320,10 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
                 if (emit_doc(t, o, h, c->ids, c->n, out))
                     goto oom;
                 c->st.docs++;
+                c->st.ids += c->n;
             }
             c->n = 0;
+            text_ids = 0;
             if (o->add_special)
                 c->ids[c->n++] = cls;
             continue;
@@ -338,7 +340,7 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
             tlen = tupe_wiki_unescape(line, len, c->line);
             text = c->line;
         }
-        size_t bad;
+        size_t bad, before = c->n;
         int rc = tupe_tokenizer_encode(t, c, text, tlen, &bad);
         if (rc == -1) {
             if (text != line)
@@ -349,6 +351,7 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
         }
         if (rc)
             goto oom;
+        text_ids += c->n - before;
         c->st.lines++;
         c->st.bytes += len + 1;
         if (o->line_sep) {
@@ -429,12 +432,8 @@ static int enc_consume(void *arg, tupe_job *job, tupe_err *e)
     const tupe_tokstats *b = &res->st;
     a->docs += b->docs, a->lines += b->lines, a->bytes += b->bytes, a->words += b->words;
     a->tokens += b->tokens, a->unk_tokens += b->unk_tokens, a->unk_words += b->unk_words;
-    uint64_t ids = b->tokens;
-    if (run->o->add_special)
-        ids += 2 * b->docs;
-    if (run->o->line_sep)
-        ids += b->lines;
-    return run->sink(run->arg, res->out.p, res->out.len, b->docs, ids, e);
+    a->ids += b->ids;
+    return run->sink(run->arg, res->out.p, res->out.len, b->docs, b->ids, e);
 }
 
 int tupe_encode_corpus(const tupe_tokenizer *t, tupe_corpus *c, const tupe_encode_opts *o,

@@ -43,6 +43,7 @@ typedef struct tupe_tokstats {
     uint64_t docs, lines, bytes, words, tokens;
     uint64_t unk_tokens; /* ids that are <unk>/[UNK] */
     uint64_t unk_words;  /* words with at least one unknown piece */
+    uint64_t ids;        /* ids written, separators included */
 } tupe_tokstats;
 
 typedef struct tupe_tokctx {
