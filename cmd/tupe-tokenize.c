@@ -304,13 +304,13 @@ static int decode_one(tupe_cli *c, const tupe_vocab *v, const args *a, const cha
         tupe_tokr *r;
         if ((rc = tupe_tokr_open(&r, path, e)))
             return rc;
-        const tupe_tok_header *h = tupe_tokr_header(r);
-        if (h->vocab_hash != v->hash || h->vocab_size != tupe_vocab_size(v)) {
+        tupe_tok_header h = *tupe_tokr_header(r);
+        if (h.vocab_hash != v->hash || h.vocab_size != tupe_vocab_size(v)) {
             tupe_tokr_close(r);
             return tupe_fail(e, TUPE_EDATA,
                              "%s: the token stream was made with another vocabulary (hash "
                              "%016llx, %u ids; --vocab has %016llx, %u)",
-                             path, (unsigned long long)h->vocab_hash, h->vocab_size,
+                             tupe_path_name(path), (unsigned long long)h.vocab_hash, h.vocab_size,
                              (unsigned long long)v->hash, tupe_vocab_size(v));
         }
         const uint32_t *ids;

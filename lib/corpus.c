@@ -194,7 +194,8 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         }
         if (grow(ch, c->carry_len + READ_BLOCK))
             FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
-        memcpy(ch->data, c->carry, c->carry_len);
+        if (c->carry_len)
+            memcpy(ch->data, c->carry, c->carry_len);
         ch->len = c->carry_len;
         c->carry_len = 0;
         /* cut near the target: lines end anywhere, so LINE cuts at the first line end after
