@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "grow.h"
 #include "strtab.h"
 
 typedef struct mslot {
@@ -235,7 +236,7 @@ struct tupe_bpe_cache {
     size_t alen;
     int32_t *sym; /* scratch for one word */
     uint32_t *end;
-    size_t scap;
+    size_t sym_cap, end_cap;
 };
 
 tupe_bpe_cache *tupe_bpe_cache_new(void)
@@ -340,17 +341,8 @@ size_t tupe_bpe_encode(const tupe_bpe *b, tupe_bpe_cache *c, const uint8_t *w, s
     int32_t *sym = stack_sym;
     uint32_t *end = stack_end;
     if (len > 64) {
-        if (c->scap < len) {
-            int32_t *s2 = realloc(c->sym, len * sizeof *s2);
-            if (s2)
-                c->sym = s2;
-            uint32_t *e2 = realloc(c->end, len * sizeof *e2);
-            if (e2)
-                c->end = e2;
-            if (!s2 || !e2)
-                return 0;
-            c->scap = len;
-        }
+        if (TUPE_RESERVE(c->sym, c->sym_cap, len) || TUPE_RESERVE(c->end, c->end_cap, len))
+            return 0;
         sym = c->sym, end = c->end;
     }
     size_t n = segment(b, sym, end, w, len);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "grow.h"
 #include "input.h"
 
 #define READ_BLOCK ((size_t)1 << 18)
@@ -137,20 +138,6 @@ static size_t find_cut(int docs, const char *d, size_t len, size_t *from)
     return 0;
 }
 
-static int grow(tupe_chunk *ch, size_t need)
-{
-    if (ch->cap >= need)
-        return 0;
-    size_t cap = ch->cap ? ch->cap : READ_BLOCK * 2;
-    while (cap < need)
-        cap *= 2;
-    char *d = realloc(ch->data, cap);
-    if (!d)
-        return -1;
-    ch->data = d, ch->cap = cap;
-    return 0;
-}
-
 /* Errors of tupe_corpus_next: e is set, the return value is -1. */
 #define FAIL(call) \
     do {           \
@@ -192,7 +179,7 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
             c->first_chunk = 1;
             c->carry_len = 0;
         }
-        if (grow(ch, c->carry_len + READ_BLOCK))
+        if (TUPE_RESERVE(ch->data, ch->cap, c->carry_len + READ_BLOCK))
             FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
         if (c->carry_len)
             memcpy(ch->data, c->carry, c->carry_len);
@@ -215,7 +202,7 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
                                     "a document longer than %zu bytes (are documents separated "
                                     "as --docs expects?)",
                                     TUPE_CHUNK_MAX));
-            if (grow(ch, ch->len + READ_BLOCK))
+            if (TUPE_RESERVE(ch->data, ch->cap, ch->len + READ_BLOCK))
                 FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
             size_t got;
             if (tupe_source_read(c->src, ch->data + ch->len, READ_BLOCK, &got, e))
@@ -235,12 +222,8 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         }
         size_t rest = ch->len - cut;
         if (rest) {
-            if (c->carry_cap < rest) {
-                char *d = realloc(c->carry, rest);
-                if (!d)
-                    FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
-                c->carry = d, c->carry_cap = rest;
-            }
+            if (TUPE_RESERVE(c->carry, c->carry_cap, rest))
+                FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
             memcpy(c->carry, ch->data + cut, rest);
             c->carry_len = rest;
         }
@@ -357,4 +340,16 @@ size_t tupe_wiki_unescape(const char *s, size_t n, char *out)
         out[k++] = s[i];
     }
     return k;
+}
+
+const char *tupe_docscan_text(const tupe_docscan *d, const char *line, size_t len, char **buf,
+                              size_t *cap, size_t *n)
+{
+    *n = len;
+    if (d->docs != TUPE_DOCS_WIKI || !memchr(line, '&', len))
+        return line;
+    if (TUPE_RESERVE(*buf, *cap, len))
+        return NULL;
+    *n = tupe_wiki_unescape(line, len, *buf);
+    return *buf;
 }

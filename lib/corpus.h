@@ -67,5 +67,10 @@ int tupe_docscan_next(tupe_docscan *d, const char **line, size_t *len);
 
 /* WIKI: unescape &lt; &gt; &amp; (out has room for n bytes); returns the new length. */
 size_t tupe_wiki_unescape(const char *s, size_t n, char *out);
+/* The text of a line returned by tupe_docscan_next: the line itself, or for WIKI its unescaped
+ * form in *buf (capacity *cap, grown as needed). *n receives the length; NULL when out of
+ * memory. */
+const char *tupe_docscan_text(const tupe_docscan *d, const char *line, size_t len, char **buf,
+                              size_t *cap, size_t *n);
 
 #endif

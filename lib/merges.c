@@ -3,10 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 typedef struct hentry {
     uint64_t count;
     uint64_t key; /* left << 32 | right */
 } hentry;
+
+typedef struct pair_t {
+    uint64_t key;   /* left << 32 | right */
+    int64_t count;
+    uint32_t head;  /* first occurrence node, 0: none */
+    uint32_t stamp; /* the merge that last touched it */
+} pair_t;
 
 typedef struct state {
     tupe_merges *m;
@@ -14,9 +23,7 @@ typedef struct state {
     /* pairs */
     uint32_t *slot; /* pair index + 1, 0 = empty */
     size_t nslots;
-    uint64_t *pkey;
-    int64_t *pcount;
-    uint32_t *phead, *pstamp;
+    pair_t *pr;
     size_t npairs, pcap;
     /* occurrence lists, in blocks of NODE_BLOCK nodes (word, next; node 0 is unused); the
      * lists of merged pairs are recycled through `nfree` */
@@ -44,36 +51,13 @@ static inline size_t khash(uint64_t key)
     return (size_t)key;
 }
 
-static int grow_pairs(state *s)
-{
-    size_t cap = s->pcap ? s->pcap * 2 : 1 << 16;
-    uint64_t *k = realloc(s->pkey, cap * sizeof *k);
-    if (!k)
-        return -1;
-    s->pkey = k;
-    int64_t *c = realloc(s->pcount, cap * sizeof *c);
-    if (!c)
-        return -1;
-    s->pcount = c;
-    uint32_t *hd = realloc(s->phead, cap * sizeof *hd);
-    if (!hd)
-        return -1;
-    s->phead = hd;
-    uint32_t *st = realloc(s->pstamp, cap * sizeof *st);
-    if (!st)
-        return -1;
-    s->pstamp = st;
-    s->pcap = cap;
-    return 0;
-}
-
 static int rehash(state *s, size_t nslots)
 {
     uint32_t *slot = calloc(nslots, sizeof *slot);
     if (!slot)
         return -1;
     for (size_t p = 0; p < s->npairs; p++) {
-        size_t i = khash(s->pkey[p]) & (nslots - 1);
+        size_t i = khash(s->pr[p].key) & (nslots - 1);
         while (slot[i])
             i = (i + 1) & (nslots - 1);
         slot[i] = (uint32_t)p + 1;
@@ -91,19 +75,16 @@ static int64_t pair(state *s, uint64_t key)
             uint32_t v = s->slot[i];
             if (!v)
                 break;
-            if (s->pkey[v - 1] == key)
+            if (s->pr[v - 1].key == key)
                 return v - 1;
         }
     }
-    if (s->npairs == s->pcap && grow_pairs(s))
+    if (TUPE_RESERVE(s->pr, s->pcap, s->npairs + 1))
         return -1;
     if ((s->npairs + 1) * 2 > s->nslots && rehash(s, s->nslots ? s->nslots * 2 : 1 << 17))
         return -1;
     size_t p = s->npairs++;
-    s->pkey[p] = key;
-    s->pcount[p] = 0;
-    s->phead[p] = 0;
-    s->pstamp[p] = UINT32_MAX;
+    s->pr[p] = (pair_t){key, 0, 0, UINT32_MAX};
     size_t i = khash(key) & (s->nslots - 1);
     while (s->slot[i])
         i = (i + 1) & (s->nslots - 1);
@@ -118,7 +99,7 @@ static int64_t pair(state *s, uint64_t key)
 
 static int add_node(state *s, size_t p, uint32_t w)
 {
-    uint32_t head = s->phead[p];
+    uint32_t head = s->pr[p].head;
     if (head && NWORD(s, head) == w)
         return 0;
     uint32_t n = s->nfree;
@@ -148,7 +129,7 @@ static int add_node(state *s, size_t p, uint32_t w)
     }
     NWORD(s, n) = w;
     NNEXT(s, n) = head;
-    s->phead[p] = n;
+    s->pr[p].head = n;
     return 0;
 }
 
@@ -175,13 +156,8 @@ static void sift_down(hentry *h, size_t n, size_t i)
 
 static int push(state *s, uint64_t count, uint64_t key)
 {
-    if (s->nh == s->hcap) {
-        size_t cap = s->hcap ? s->hcap * 2 : 1 << 16;
-        hentry *h = realloc(s->h, cap * sizeof *h);
-        if (!h)
-            return -1;
-        s->h = h, s->hcap = cap;
-    }
+    if (TUPE_RESERVE(s->h, s->hcap, s->nh + 1))
+        return -1;
     size_t i = s->nh++;
     s->h[i] = (hentry){count, key};
     while (i > 0 && before(&s->h[i], &s->h[(i - 1) / 2])) {
@@ -202,16 +178,11 @@ static hentry pop(state *s)
 
 static int touch(state *s, size_t p, uint32_t stamp)
 {
-    if (s->pstamp[p] == stamp)
+    if (s->pr[p].stamp == stamp)
         return 0;
-    s->pstamp[p] = stamp;
-    if (s->ntouched == s->tcap) {
-        size_t cap = s->tcap ? s->tcap * 2 : 1024;
-        uint32_t *t = realloc(s->touched, cap * sizeof *t);
-        if (!t)
-            return -1;
-        s->touched = t, s->tcap = cap;
-    }
+    s->pr[p].stamp = stamp;
+    if (TUPE_RESERVE(s->touched, s->tcap, s->ntouched + 1))
+        return -1;
     s->touched[s->ntouched++] = (uint32_t)p;
     return 0;
 }
@@ -222,7 +193,7 @@ static int change(state *s, uint32_t x, uint32_t y, int delta, uint32_t w, uint3
     int64_t p = pair(s, (uint64_t)x << 32 | y);
     if (p < 0)
         return -1;
-    s->pcount[p] += delta * (int64_t)s->m->wcount[w];
+    s->pr[p].count += delta * (int64_t)s->m->wcount[w];
     if (delta > 0 && (add_node(s, (size_t)p, w) || touch(s, (size_t)p, stamp)))
         return -1;
     return 0;
@@ -250,13 +221,8 @@ static int merge_word(state *s, uint32_t w, uint32_t a, uint32_t b, uint32_t r, 
 
 int64_t tupe_merges_add_token(tupe_merges *m, uint32_t str_id)
 {
-    if (m->ntok == m->tok_cap) {
-        size_t cap = m->tok_cap ? m->tok_cap * 2 : 1024;
-        uint32_t *t = realloc(m->tok_str, cap * sizeof *t);
-        if (!t)
-            return -1;
-        m->tok_str = t, m->tok_cap = cap;
-    }
+    if (TUPE_RESERVE(m->tok_str, m->tok_cap, m->ntok + 1))
+        return -1;
     m->tok_str[m->ntok] = str_id;
     return (int64_t)m->ntok++;
 }
@@ -274,17 +240,11 @@ void tupe_merges_free(tupe_merges *m)
 
 static int map_string(state *s, uint32_t sid, int64_t tok)
 {
-    if (sid >= s->str_tok_cap) {
-        size_t cap = s->str_tok_cap ? s->str_tok_cap : 1024;
-        while (cap <= sid)
-            cap *= 2;
-        int64_t *t = realloc(s->str_tok, cap * sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = s->str_tok_cap; i < cap; i++)
-            t[i] = -1;
-        s->str_tok = t, s->str_tok_cap = cap;
-    }
+    size_t old = s->str_tok_cap;
+    if (TUPE_RESERVE(s->str_tok, s->str_tok_cap, (size_t)sid + 1))
+        return -1;
+    for (size_t i = old; i < s->str_tok_cap; i++)
+        s->str_tok[i] = -1;
     if (s->str_tok[sid] < 0)
         s->str_tok[sid] = tok;
     return 0;
@@ -293,10 +253,7 @@ static int map_string(state *s, uint32_t sid, int64_t tok)
 static void state_free(state *s)
 {
     free(s->slot);
-    free(s->pkey);
-    free(s->pcount);
-    free(s->phead);
-    free(s->pstamp);
+    free(s->pr);
     for (size_t i = 0; i < s->nblocks; i++) {
         free(s->nword[i]);
         free(s->nnext[i]);
@@ -333,11 +290,11 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
             int64_t p = pair(&s, (uint64_t)sy[i] << 32 | sy[i + 1]);
             if (p < 0 || add_node(&s, (size_t)p, (uint32_t)w))
                 goto oom;
-            s.pcount[p] += (int64_t)m->wcount[w];
+            s.pr[p].count += (int64_t)m->wcount[w];
         }
     }
     for (size_t p = 0; p < s.npairs; p++)
-        if (s.pcount[p] > 0 && push(&s, (uint64_t)s.pcount[p], s.pkey[p]))
+        if (s.pr[p].count > 0 && push(&s, (uint64_t)s.pr[p].count, s.pr[p].key))
             goto oom;
     for (;;) {
         if (o->max_tokens && m->ntok >= o->max_tokens)
@@ -350,9 +307,9 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
         int64_t p = pair(&s, top.key);
         if (p < 0)
             goto oom;
-        if ((int64_t)top.count != s.pcount[p]) {
+        if ((int64_t)top.count != s.pr[p].count) {
             /* stale: back in with the current count (counts only grow through new entries) */
-            if (s.pcount[p] > 0 && push(&s, (uint64_t)s.pcount[p], top.key))
+            if (s.pr[p].count > 0 && push(&s, (uint64_t)s.pr[p].count, top.key))
                 goto oom;
             continue;
         }
@@ -365,13 +322,8 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
         size_t lb = tupe_strtab_len(m->strings, m->tok_str[b]);
         if (plen && lb >= plen && memcmp(sb, o->strip_prefix, plen) == 0)
             sb += plen, lb -= plen;
-        if (la + lb > bufcap) {
-            bufcap = (la + lb) * 2;
-            char *nb = realloc(buf, bufcap);
-            if (!nb)
-                goto oom;
-            buf = nb;
-        }
+        if (TUPE_RESERVE(buf, bufcap, la + lb))
+            goto oom;
         memcpy(buf, sa, la);
         memcpy(buf + la, sb, lb);
         int64_t sid = tupe_strtab_add(m->strings, buf, la + lb, NULL);
@@ -383,18 +335,13 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
                 (hf && map_string(&s, (uint32_t)sid, r)))
                 goto oom;
         }
-        if (m->nmerges == mcap) {
-            mcap = mcap ? mcap * 2 : 1024;
-            tupe_merge *nm = realloc(m->merges, mcap * sizeof *nm);
-            if (!nm)
-                goto oom;
-            m->merges = nm;
-        }
+        if (TUPE_RESERVE(m->merges, mcap, m->nmerges + 1))
+            goto oom;
         uint32_t stamp = (uint32_t)m->nmerges;
         m->merges[m->nmerges++] = (tupe_merge){a, b, (uint32_t)r, top.count};
         s.ntouched = 0;
         uint32_t last = 0;
-        for (uint32_t n = s.phead[p]; n; n = NNEXT(&s, n)) {
+        for (uint32_t n = s.pr[p].head; n; n = NNEXT(&s, n)) {
             uint32_t w = NWORD(&s, n);
             last = n;
             if (s.wstamp[w] == stamp)
@@ -407,14 +354,14 @@ int tupe_merges_learn(tupe_merges *m, const tupe_merges_opts *o, tupe_progress *
          * the positions of a merged pair) */
         if (last) {
             NNEXT(&s, last) = s.nfree;
-            s.nfree = s.phead[p];
-            s.phead[p] = 0;
+            s.nfree = s.pr[p].head;
+            s.pr[p].head = 0;
         }
         if (!hf)
-            s.pcount[p] = 0;
+            s.pr[p].count = 0;
         for (size_t i = 0; i < s.ntouched; i++) {
             uint32_t q = s.touched[i];
-            if (s.pcount[q] > 0 && push(&s, (uint64_t)s.pcount[q], s.pkey[q]))
+            if (s.pr[q].count > 0 && push(&s, (uint64_t)s.pr[q].count, s.pr[q].key))
                 goto oom;
         }
         if (prog)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "unicode.h"
 
 enum { A_WORD = 0, A_WS = 1, A_PUNCT = 2, A_DELETE = 3 };
@@ -59,30 +60,12 @@ void tupe_words_free(tupe_words *w)
 
 static int reserve_bytes(tupe_words *w, size_t extra)
 {
-    if (w->cap - w->len >= extra)
-        return 0;
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap - w->len < extra)
-        cap *= 2;
-    uint8_t *b = realloc(w->buf, cap);
-    if (!b)
-        return -2;
-    w->buf = b, w->cap = cap;
-    return 0;
+    return TUPE_RESERVE(w->buf, w->cap, w->len + extra) ? -2 : 0;
 }
 
 static int reserve_words(tupe_words *w, size_t extra)
 {
-    if (w->wcap - w->n >= extra)
-        return 0;
-    size_t cap = w->wcap ? w->wcap : 1024;
-    while (cap - w->n < extra)
-        cap *= 2;
-    tupe_word *x = realloc(w->w, cap * sizeof *x);
-    if (!x)
-        return -2;
-    w->w = x, w->wcap = cap;
-    return 0;
+    return TUPE_RESERVE(w->w, w->wcap, w->n + extra) ? -2 : 0;
 }
 
 int tupe_words_add(tupe_words *w, const void *bytes, size_t len, size_t nchars)
@@ -93,6 +76,13 @@ int tupe_words_add(tupe_words *w, const void *bytes, size_t len, size_t nchars)
     w->w[w->n++] = (tupe_word){(uint32_t)w->len, (uint32_t)len, (uint32_t)nchars};
     w->len += len;
     return 0;
+}
+
+/* Put the words back as they were (after running out of memory). */
+static int undo(tupe_words *out, size_t len0, size_t n0)
+{
+    out->len = len0, out->n = n0;
+    return -2;
 }
 
 /* ---- the fast path ------------------------------------------------------------------------ */
@@ -161,8 +151,7 @@ static int run_whitespace(const tupe_pretok *p, const uint8_t *s, size_t len, tu
     FLUSH();
     return 0;
 oom:
-    out->len = len0, out->n = n0;
-    return -2;
+    return undo(out, len0, n0);
 }
 
 int tupe_pretok_run(const tupe_pretok *p, const char *text, size_t len, tupe_words *out,
@@ -265,8 +254,7 @@ int tupe_pretok_run(const tupe_pretok *p, const char *text, size_t len, tupe_wor
     FLUSH();
     return 0;
 oom:
-    out->len = len0, out->n = n0;
-    return -2;
+    return undo(out, len0, n0);
 }
 
 /* ---- the reference path ------------------------------------------------------------------- */
@@ -281,33 +269,15 @@ oom:
         ws = out->len, wch = 0;                                                                  \
     } while (0)
 
-typedef struct cpvec {
-    uint32_t *v;
-    size_t n, cap;
-} cpvec;
-
-static int cp_push(cpvec *a, uint32_t c)
-{
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        uint32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        a->v = v, a->cap = cap;
-    }
-    a->v[a->n++] = c;
-    return 0;
-}
-
 /* Push the characters of a mapping's output (or cp itself when m is NULL). */
-static int cp_push_mapped(cpvec *a, uint32_t cp, const uint8_t *m, size_t mlen)
+static int cp_push_mapped(tupe_u32vec *a, uint32_t cp, const uint8_t *m, size_t mlen)
 {
     if (!m)
-        return cp_push(a, cp);
+        return tupe_u32vec_push(a, cp);
     for (size_t i = 0; i < mlen;) {
         uint32_t oc = 0;
         int on = tupe_utf8_decode(m + i, m + mlen, &oc);
-        if (cp_push(a, oc))
+        if (tupe_u32vec_push(a, oc))
             return -1;
         i += (size_t)on;
     }
@@ -319,7 +289,7 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
 {
     const uint8_t *s = (const uint8_t *)text;
     size_t len0 = out->len, n0 = out->n;
-    cpvec a = {0}, b = {0};
+    tupe_u32vec a = {0}, b = {0};
     int rc = -2;
     /* Decode; clean; isolate CJK. */
     for (size_t i = 0; i < len;) {
@@ -333,7 +303,7 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
             }
             i += (size_t)-n;
             if (p->o.invalid == TUPE_INVALID_REPLACE && p->o.kind == TUPE_PRETOK_WHITESPACE &&
-                cp_push(&a, 0xFFFD))
+                tupe_u32vec_push(&a, 0xFFFD))
                 goto done;
             continue;
         }
@@ -341,17 +311,17 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
         const tupe_uni_entry *e = tupe_uni_get(cp);
         if (p->o.kind == TUPE_PRETOK_WHITESPACE) {
             int sep = cp == ' ' || cp == '\t' || cp == '\r' || cp == '\n';
-            if (cp_push(&a, sep ? ' ' : cp))
+            if (tupe_u32vec_push(&a, sep ? ' ' : cp))
                 goto done;
         } else if (e->flags & TUPE_UNI_DELETE) {
             continue;
         } else if (e->flags & TUPE_UNI_WS) {
-            if (cp_push(&a, ' '))
+            if (tupe_u32vec_push(&a, ' '))
                 goto done;
         } else if (e->flags & TUPE_UNI_ISOLATE) {
-            if (cp_push(&a, ' ') || cp_push(&a, cp) || cp_push(&a, ' '))
+            if (tupe_u32vec_push(&a, ' ') || tupe_u32vec_push(&a, cp) || tupe_u32vec_push(&a, ' '))
                 goto done;
-        } else if (cp_push(&a, cp)) {
+        } else if (tupe_u32vec_push(&a, cp)) {
             goto done;
         }
     }
@@ -383,7 +353,7 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
         }
         a.n = 0;
         for (size_t i = 0; i < b.n; i++)
-            if (!(tupe_uni_get(b.v[i])->flags & TUPE_UNI_MN) && cp_push(&a, b.v[i]))
+            if (!(tupe_uni_get(b.v[i])->flags & TUPE_UNI_MN) && tupe_u32vec_push(&a, b.v[i]))
                 goto done;
     }
     /* Lowercase. */
@@ -395,7 +365,7 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
             if (cp_push_mapped(&b, a.v[i], m, mlen))
                 goto done;
         }
-        cpvec t = a;
+        tupe_u32vec t = a;
         a = b, b = t;
     }
     /* Split. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "checksum.h"
+#include "grow.h"
 
 uint64_t tupe_strhash(const void *s, size_t n) { return tupe_hash64(s, n); }
 
@@ -12,9 +13,7 @@ void tupe_strtab_init(tupe_strtab *t) { memset(t, 0, sizeof *t); }
 void tupe_strtab_free(tupe_strtab *t)
 {
     free(t->arena);
-    free(t->off);
-    free(t->len);
-    free(t->hash);
+    free(t->ent);
     free(t->slots);
     memset(t, 0, sizeof *t);
 }
@@ -29,8 +28,7 @@ void tupe_strtab_clear(tupe_strtab *t)
 
 size_t tupe_strtab_bytes(const tupe_strtab *t)
 {
-    return t->acap + (size_t)t->cap * (sizeof *t->off + sizeof *t->len + sizeof *t->hash) +
-           t->nslots * sizeof *t->slots;
+    return t->acap + t->cap * sizeof *t->ent + t->nslots * sizeof *t->slots;
 }
 
 int64_t tupe_strtab_find(const tupe_strtab *t, const void *s, size_t n)
@@ -44,7 +42,8 @@ int64_t tupe_strtab_find(const tupe_strtab *t, const void *s, size_t n)
         if (!v)
             return -1;
         v--;
-        if (t->hash[v] == (uint32_t)h && t->len[v] == n && memcmp(t->arena + t->off[v], s, n) == 0)
+        const tupe_strtab_entry *x = &t->ent[v];
+        if (x->hash == (uint32_t)h && x->len == n && memcmp(t->arena + x->off, s, n) == 0)
             return v;
     }
 }
@@ -57,7 +56,7 @@ static int rehash(tupe_strtab *t, size_t nslots)
     size_t mask = nslots - 1;
     for (uint32_t id = 0; id < t->n; id++) {
         /* the slot comes from the hash's high half; only the low half is kept per id */
-        uint64_t h = tupe_strhash(t->arena + t->off[id], t->len[id]);
+        uint64_t h = tupe_strhash(t->arena + t->ent[id].off, t->ent[id].len);
         size_t i = (size_t)(h >> 32) & mask;
         while (slots[i])
             i = (i + 1) & mask;
@@ -77,40 +76,17 @@ int64_t tupe_strtab_add(tupe_strtab *t, const void *s, size_t n, int *added)
         return id;
     if (t->n == UINT32_MAX - 1 || n > UINT32_MAX - 1)
         return -2;
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap ? t->cap * 2 : 1024;
-        uint64_t *off = realloc(t->off, cap * sizeof *off);
-        if (!off)
-            return -2;
-        t->off = off;
-        uint32_t *len = realloc(t->len, cap * sizeof *len);
-        if (!len)
-            return -2;
-        t->len = len;
-        uint32_t *hash = realloc(t->hash, cap * sizeof *hash);
-        if (!hash)
-            return -2;
-        t->hash = hash;
-        t->cap = cap;
-    }
+    if (TUPE_RESERVE(t->ent, t->cap, (size_t)t->n + 1))
+        return -2;
     if ((size_t)(t->n + 1) * 2 > t->nslots && rehash(t, t->nslots ? t->nslots * 2 : 2048))
         return -2;
-    if (t->acap - t->alen < n + 1) {
-        size_t cap = t->acap ? t->acap : 65536;
-        while (cap - t->alen < n + 1)
-            cap *= 2;
-        char *a = realloc(t->arena, cap);
-        if (!a)
-            return -2;
-        t->arena = a, t->acap = cap;
-    }
+    if (TUPE_RESERVE(t->arena, t->acap, t->alen + n + 1))
+        return -2;
     memcpy(t->arena + t->alen, s, n);
     t->arena[t->alen + n] = 0;
     uint64_t h = tupe_strhash(s, n);
     id = t->n++;
-    t->off[id] = t->alen;
-    t->len[id] = (uint32_t)n;
-    t->hash[id] = (uint32_t)h;
+    t->ent[id] = (tupe_strtab_entry){t->alen, (uint32_t)n, (uint32_t)h};
     t->alen += n + 1;
     size_t mask = t->nslots - 1;
     size_t i = (size_t)(h >> 32) & mask;
@@ -145,7 +121,7 @@ uint32_t *tupe_strtab_sorted(const tupe_strtab *t)
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++)
-        k[i] = (keyed){(const uint8_t *)tupe_strtab_str(t, i), t->len[i], i};
+        k[i] = (keyed){(const uint8_t *)tupe_strtab_str(t, i), t->ent[i].len, i};
     qsort(k, n, sizeof *k, cmp_keyed);
     for (uint32_t i = 0; i < n; i++)
         ids[i] = k[i].id;

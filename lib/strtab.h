@@ -9,13 +9,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct tupe_strtab_entry {
+    uint64_t off;  /* in the arena */
+    uint32_t len;
+    uint32_t hash; /* low bits of the hash, for quick rejects */
+} tupe_strtab_entry;
+
 typedef struct tupe_strtab {
     char *arena;
     size_t alen, acap;
-    uint64_t *off;    /* per id: offset in arena */
-    uint32_t *len;    /* per id */
-    uint32_t *hash;   /* per id: low bits of the hash, for rehashing and quick rejects */
-    uint32_t n, cap;
+    tupe_strtab_entry *ent; /* per id */
+    size_t cap;
+    uint32_t n;
     uint32_t *slots;  /* id + 1, 0 = empty; open addressing, linear probing */
     size_t nslots;    /* power of two */
 } tupe_strtab;
@@ -31,9 +36,9 @@ int64_t tupe_strtab_find(const tupe_strtab *t, const void *s, size_t n);
 int64_t tupe_strtab_add(tupe_strtab *t, const void *s, size_t n, int *added);
 static inline const char *tupe_strtab_str(const tupe_strtab *t, uint32_t id)
 {
-    return t->arena + t->off[id];
+    return t->arena + t->ent[id].off;
 }
-static inline uint32_t tupe_strtab_len(const tupe_strtab *t, uint32_t id) { return t->len[id]; }
+static inline uint32_t tupe_strtab_len(const tupe_strtab *t, uint32_t id) { return t->ent[id].len; }
 /* Ids sorted by their bytes (unsigned, a prefix first); caller frees. NULL when out of memory. */
 uint32_t *tupe_strtab_sorted(const tupe_strtab *t);
 /* Bytes of memory the table holds. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "pipeline.h"
 #include "unicode.h"
 
@@ -22,19 +23,7 @@ struct tupe_tokenizer {
     size_t nlit;
 };
 
-int tupe_buf_reserve(tupe_buf *b, size_t extra)
-{
-    if (b->cap - b->len >= extra)
-        return 0;
-    size_t cap = b->cap ? b->cap : 1 << 16;
-    while (cap - b->len < extra)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
-    b->p = p, b->cap = cap;
-    return 0;
-}
+int tupe_buf_reserve(tupe_buf *b, size_t extra) { return TUPE_RESERVE(b->p, b->cap, b->len + extra); }
 
 void tupe_buf_free(tupe_buf *b)
 {
@@ -126,19 +115,7 @@ void tupe_tokctx_free(tupe_tokctx *c)
     free(c);
 }
 
-static int reserve_ids(tupe_tokctx *c, size_t extra)
-{
-    if (c->cap - c->n >= extra)
-        return 0;
-    size_t cap = c->cap ? c->cap : 4096;
-    while (cap - c->n < extra)
-        cap *= 2;
-    uint32_t *p = realloc(c->ids, cap * sizeof *p);
-    if (!p)
-        return -1;
-    c->ids = p, c->cap = cap;
-    return 0;
-}
+static int reserve_ids(tupe_tokctx *c, size_t extra) { return TUPE_RESERVE(c->ids, c->cap, c->n + extra); }
 
 /* Normalize, split and segment (no special literals). */
 static int encode_plain(const tupe_tokenizer *t, tupe_tokctx *c, const char *text, size_t len,
@@ -328,18 +305,10 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
                 c->ids[c->n++] = cls;
             continue;
         }
-        const char *text = line;
-        size_t tlen = len;
-        if (o->docs == TUPE_DOCS_WIKI && memchr(line, '&', len)) {
-            if (c->line_cap < len) {
-                char *p = realloc(c->line, len);
-                if (!p)
-                    goto oom;
-                c->line = p, c->line_cap = len;
-            }
-            tlen = tupe_wiki_unescape(line, len, c->line);
-            text = c->line;
-        }
+        size_t tlen;
+        const char *text = tupe_docscan_text(&ds, line, len, &c->line, &c->line_cap, &tlen);
+        if (!text)
+            goto oom;
         size_t bad, before = c->n;
         int rc = tupe_tokenizer_encode(t, c, text, tlen, &bad);
         if (rc == -1) {

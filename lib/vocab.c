@@ -7,6 +7,7 @@
 
 #include "checksum.h"
 #include "fileio.h"
+#include "grow.h"
 #include "unicode.h"
 
 #define MAX_VOCAB_FILE (1u << 30)
@@ -58,13 +59,8 @@ int64_t tupe_vocab_add(tupe_vocab *v, const void *tok, size_t n, uint64_t count)
     if (!added)
         return -1;
     if (v->kind == TUPE_VOCAB_BPE) {
-        if ((size_t)id >= v->count_cap) {
-            size_t cap = v->count_cap ? v->count_cap * 2 : 1024;
-            uint64_t *c = realloc(v->count, cap * sizeof *c);
-            if (!c)
-                return -2;
-            v->count = c, v->count_cap = cap;
-        }
+        if (TUPE_RESERVE(v->count, v->count_cap, (size_t)id + 1))
+            return -2;
         v->count[id] = count;
     }
     return id;
@@ -119,141 +115,101 @@ static int check_utf8(const char *path, const char *buf, size_t start, size_t n,
     return 0;
 }
 
-static int read_whole(const char *path, char **buf, size_t *len, tupe_err *e)
+/* One line of a vocabulary file (trailing spaces, tabs and CR removed, UTF-8 checked). */
+typedef int (*line_fn)(tupe_vocab *v, const char *s, size_t n, const char *path, uint64_t line,
+                       tupe_err *e);
+
+static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, const char *what,
+                      tupe_err *e)
 {
-    return tupe_read_file(path, buf, len, MAX_VOCAB_FILE, e);
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, MAX_VOCAB_FILE, e);
+    if (rc)
+        return rc;
+    tupe_vocab *v = tupe_vocab_new(kind);
+    if (!v) {
+        free(buf);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    uint32_t first = v->tok.n;
+    uint64_t line = 0;
+    for (size_t i = 0; i < len;) {
+        char *nl = memchr(buf + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - buf) : len, n = end - i;
+        line++;
+        /* Hugging Face trims trailing whitespace (and so the CR of CRLF files) */
+        while (n && (buf[i + n - 1] == ' ' || buf[i + n - 1] == '\t' || buf[i + n - 1] == '\r'))
+            n--;
+        if ((rc = check_utf8(path, buf, i, n, e)) || (rc = fn(v, buf + i, n, path, line, e)))
+            goto fail;
+        i = end + 1;
+    }
+    if (v->tok.n == first) {
+        rc = tupe_fail(e, TUPE_EDATA, "%s: no %s", tupe_path_name(path), what);
+        goto fail;
+    }
+    if ((rc = tupe_vocab_finish(v, e)))
+        goto fail;
+    v->path = strdup(path);
+    free(buf);
+    *out = v;
+    return 0;
+fail:
+    free(buf);
+    tupe_vocab_free(v);
+    return rc;
+}
+
+static int add_checked(tupe_vocab *v, const char *s, size_t n, uint64_t count, const char *path,
+                       uint64_t line, tupe_err *e)
+{
+    int64_t id = tupe_vocab_add(v, s, n, count);
+    if (id == -2)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (id == -1)
+        return tupe_fail_line(e, TUPE_EDATA, path, line, "duplicate token '%.*s' (first on line %lld)",
+                              (int)(n > 64 ? 64 : n), s,
+                              (long long)tupe_vocab_find(v, s, n) + 1 -
+                                  (v->kind == TUPE_VOCAB_BPE ? TUPE_BPE_NHEAD : 0));
+    return 0;
+}
+
+static int wordpiece_line(tupe_vocab *v, const char *s, size_t n, const char *path, uint64_t line,
+                          tupe_err *e)
+{
+    if (n == 0)
+        return tupe_fail_line(e, TUPE_EDATA, path, line, "empty token");
+    return add_checked(v, s, n, 0, path, line, e);
+}
+
+/* "symbol count", split at the last space as fairseq does */
+static int dict_line(tupe_vocab *v, const char *s, size_t n, const char *path, uint64_t line,
+                     tupe_err *e)
+{
+    size_t sp = n;
+    while (sp > 0 && s[sp - 1] != ' ')
+        sp--;
+    if (sp <= 1 || sp == n)
+        return tupe_fail_line(e, TUPE_EDATA, path, line, "expected 'symbol count'");
+    uint64_t count = 0;
+    for (size_t k = sp; k < n; k++) {
+        if (s[k] < '0' || s[k] > '9' || count > (UINT64_MAX - 9) / 10)
+            return tupe_fail_line(e, TUPE_EDATA, path, line, "bad count '%.*s'",
+                                  (int)(n - sp > 32 ? 32 : n - sp), s + sp);
+        count = count * 10 + (uint64_t)(s[k] - '0');
+    }
+    return add_checked(v, s, sp - 1, count, path, line, e);
 }
 
 int tupe_vocab_load_wordpiece(tupe_vocab **out, const char *path, tupe_err *e)
 {
-    char *buf;
-    size_t len;
-    int rc = read_whole(path, &buf, &len, e);
-    if (rc)
-        return rc;
-    tupe_vocab *v = tupe_vocab_new(TUPE_VOCAB_WORDPIECE);
-    if (!v) {
-        free(buf);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    uint64_t line = 0;
-    for (size_t i = 0; i < len;) {
-        char *nl = memchr(buf + i, '\n', len - i);
-        size_t end = nl ? (size_t)(nl - buf) : len, n = end - i;
-        line++;
-        /* Hugging Face trims trailing whitespace (and so a CR of CRLF files) */
-        while (n && (buf[i + n - 1] == ' ' || buf[i + n - 1] == '\t' || buf[i + n - 1] == '\r'))
-            n--;
-        if ((rc = check_utf8(path, buf, i, n, e)))
-            goto fail;
-        if (n == 0) {
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line, "empty token");
-            goto fail;
-        }
-        int64_t id = tupe_vocab_add(v, buf + i, n, 0);
-        if (id == -2) {
-            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-            goto fail;
-        }
-        if (id == -1) {
-            int64_t first = tupe_vocab_find(v, buf + i, n);
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line,
-                                "duplicate token '%.*s' (first on line %lld)", (int)(n > 64 ? 64 : n),
-                                buf + i, (long long)first + 1);
-            goto fail;
-        }
-        i = end + 1;
-    }
-    if (v->tok.n == 0) {
-        rc = tupe_fail(e, TUPE_EDATA, "%s: no tokens (empty vocabulary)", tupe_path_name(path));
-        goto fail;
-    }
-    if ((rc = tupe_vocab_finish(v, e)))
-        goto fail;
-    v->path = strdup(path);
-    free(buf);
-    *out = v;
-    return 0;
-fail:
-    free(buf);
-    tupe_vocab_free(v);
-    return rc;
+    return load_lines(out, TUPE_VOCAB_WORDPIECE, path, wordpiece_line, "tokens (empty vocabulary)", e);
 }
 
 int tupe_vocab_load_dict(tupe_vocab **out, const char *path, tupe_err *e)
 {
-    char *buf;
-    size_t len;
-    int rc = read_whole(path, &buf, &len, e);
-    if (rc)
-        return rc;
-    tupe_vocab *v = tupe_vocab_new(TUPE_VOCAB_BPE);
-    if (!v) {
-        free(buf);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    uint64_t line = 0;
-    for (size_t i = 0; i < len;) {
-        char *nl = memchr(buf + i, '\n', len - i);
-        size_t end = nl ? (size_t)(nl - buf) : len, n = end - i;
-        line++;
-        while (n && (buf[i + n - 1] == ' ' || buf[i + n - 1] == '\t' || buf[i + n - 1] == '\r'))
-            n--;
-        if ((rc = check_utf8(path, buf, i, n, e)))
-            goto fail;
-        /* "symbol count", split at the last space as fairseq does */
-        size_t sp = n;
-        while (sp > 0 && buf[i + sp - 1] != ' ')
-            sp--;
-        if (sp <= 1) {
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line, "expected 'symbol count'");
-            goto fail;
-        }
-        char num[32];
-        size_t nl2 = n - sp;
-        if (nl2 == 0 || nl2 >= sizeof num) {
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line, "expected 'symbol count'");
-            goto fail;
-        }
-        memcpy(num, buf + i + sp, nl2);
-        num[nl2] = 0;
-        uint64_t count = 0;
-        int ok = 1;
-        for (size_t k = 0; num[k]; k++) {
-            if (num[k] < '0' || num[k] > '9' || count > (UINT64_MAX - 9) / 10)
-                ok = 0;
-            count = count * 10 + (uint64_t)(num[k] - '0');
-        }
-        if (!ok) {
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line, "bad count '%s'", num);
-            goto fail;
-        }
-        int64_t id = tupe_vocab_add(v, buf + i, sp - 1, count);
-        if (id == -2) {
-            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-            goto fail;
-        }
-        if (id == -1) {
-            rc = tupe_fail_line(e, TUPE_EDATA, path, line, "duplicate symbol '%.*s'",
-                                (int)(sp - 1 > 64 ? 64 : sp - 1), buf + i);
-            goto fail;
-        }
-        i = end + 1;
-    }
-    if (v->tok.n == TUPE_BPE_NHEAD) {
-        rc = tupe_fail(e, TUPE_EDATA, "%s: no symbols (empty dictionary)", tupe_path_name(path));
-        goto fail;
-    }
-    if ((rc = tupe_vocab_finish(v, e)))
-        goto fail;
-    v->path = strdup(path);
-    free(buf);
-    *out = v;
-    return 0;
-fail:
-    free(buf);
-    tupe_vocab_free(v);
-    return rc;
+    return load_lines(out, TUPE_VOCAB_BPE, path, dict_line, "symbols (empty dictionary)", e);
 }
 
 int tupe_vocab_load(tupe_vocab **v, const char *path, tupe_err *e)

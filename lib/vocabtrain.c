@@ -6,6 +6,7 @@
 
 #include "bpe.h"
 #include "fileio.h"
+#include "grow.h"
 #include "merges.h"
 #include "pipeline.h"
 #include "pretok.h"
@@ -88,18 +89,10 @@ static int count_work(void *ctx, tupe_job *job, tupe_err *e)
     while ((r = tupe_docscan_next(&ds, &line, &len)) != TUPE_SCAN_DONE) {
         if (r != TUPE_SCAN_LINE)
             continue;
-        const char *text = line;
-        size_t tlen = len;
-        if (o->docs == TUPE_DOCS_WIKI && memchr(line, '&', len)) {
-            if (x->line_cap < len) {
-                char *p = realloc(x->line, len);
-                if (!p)
-                    return tupe_fail(e, TUPE_EFAIL, "out of memory");
-                x->line = p, x->line_cap = len;
-            }
-            tlen = tupe_wiki_unescape(line, len, x->line);
-            text = x->line;
-        }
+        size_t tlen;
+        const char *text = tupe_docscan_text(&ds, line, len, &x->line, &x->line_cap, &tlen);
+        if (!text)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
         tupe_words_clear(&x->words);
         size_t bad;
         int rc = tupe_pretok_run(x->run->pre, text, tlen, &x->words, &bad);
@@ -173,24 +166,6 @@ static size_t char_len(const char *s, size_t i, size_t n)
     return j - i;
 }
 
-typedef struct grow_u32 {
-    uint32_t *v;
-    size_t n, cap;
-} grow_u32;
-
-static int push_u32(grow_u32 *g, uint32_t x)
-{
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 1 << 16;
-        uint32_t *v = realloc(g->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        g->v = v, g->cap = cap;
-    }
-    g->v[g->n++] = x;
-    return 0;
-}
-
 /* Add the words (in sorted order) to m; sym_of gives the token of the i-th character of a word
  * (or -1 to skip it). */
 typedef int64_t (*sym_fn)(void *arg, const char *ch, size_t n, int first, int last);
@@ -199,7 +174,7 @@ static int build_words(tupe_merges *m, const tupe_wordcount *wc, const uint32_t 
                        sym_fn sym_of, void *arg)
 {
     uint32_t nw = tupe_wordcount_size(wc);
-    grow_u32 sym = {0};
+    tupe_u32vec sym = {0};
     if (!(m->wstart = malloc((nw ? nw : 1) * sizeof *m->wstart)) ||
         !(m->wlen = malloc((nw ? nw : 1) * sizeof *m->wlen)) ||
         !(m->wcount = malloc((nw ? nw : 1) * sizeof *m->wcount)))
@@ -212,7 +187,7 @@ static int build_words(tupe_merges *m, const tupe_wordcount *wc, const uint32_t 
         for (size_t j = 0; j < n;) {
             size_t l = char_len(s, j, n);
             int64_t t = sym_of(arg, s + j, l, j == 0, j + l == n);
-            if (t < -1 || (t >= 0 && push_u32(&sym, (uint32_t)t))) {
+            if (t < -1 || (t >= 0 && tupe_u32vec_push(&sym, (uint32_t)t))) {
                 free(sym.v);
                 return -1;
             }
@@ -227,6 +202,20 @@ static int build_words(tupe_merges *m, const tupe_wordcount *wc, const uint32_t 
     }
     m->nwords = k;
     m->sym = sym.v;
+    return 0;
+}
+
+/* Finish the vocabulary, report, and give it to the caller. */
+static int hand_over(tupe_vocab **v, const tupe_merges *m, tupe_train_report *r, tupe_vocab **out,
+                     tupe_err *e)
+{
+    int rc = tupe_vocab_finish(*v, e);
+    if (rc)
+        return rc;
+    r->vocab_size = tupe_vocab_size(*v);
+    r->merges = m->nmerges;
+    *out = *v;
+    *v = NULL;
     return 0;
 }
 
@@ -258,16 +247,17 @@ static int64_t wp_sym(void *arg, const char *ch, size_t n, int first, int last)
     return first ? b->char_tok[c] : b->cont_tok[c];
 }
 
-typedef struct alpha {
+/* A string with its count (alphabet characters, dictionary pieces). */
+typedef struct counted {
     const char *s;
     uint32_t len;
     uint64_t count;
-} alpha;
+} counted;
 
-static int cmp_alpha_drop(const void *a, const void *b)
+/* Least frequent first; among equals the greater bytes (code point) first. */
+static int cmp_rarest(const void *a, const void *b)
 {
-    /* least frequent first; among equals the higher code point goes first */
-    const alpha *x = a, *y = b;
+    const counted *x = a, *y = b;
     if (x->count != y->count)
         return x->count < y->count ? -1 : 1;
     int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
@@ -289,7 +279,7 @@ int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_voca
     tupe_wordcount alphabet;
     tupe_wordcount_init(&alphabet);
     uint32_t *order = NULL, *chars_sorted = NULL;
-    alpha *al = NULL;
+    counted *al = NULL;
     tupe_vocab *v = NULL;
     int rc = TUPE_EFAIL;
 
@@ -314,11 +304,11 @@ int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_voca
     if (!(al = malloc((na ? na : 1) * sizeof *al)))
         goto oom;
     for (uint32_t i = 0; i < na; i++)
-        al[i] = (alpha){tupe_strtab_str(&alphabet.words, i), tupe_strtab_len(&alphabet.words, i),
+        al[i] = (counted){tupe_strtab_str(&alphabet.words, i), tupe_strtab_len(&alphabet.words, i),
                         alphabet.count[i]};
     size_t drop = 0;
     if (o->limit_alphabet && na > o->limit_alphabet) {
-        qsort(al, na, sizeof *al, cmp_alpha_drop);
+        qsort(al, na, sizeof *al, cmp_rarest);
         drop = na - o->limit_alphabet;
     }
     for (uint32_t i = (uint32_t)drop; i < na; i++)
@@ -388,13 +378,7 @@ int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_voca
         if (tupe_vocab_add(v, tupe_strtab_str(&strings, m.tok_str[t]),
                            tupe_strtab_len(&strings, m.tok_str[t]), 0) < 0)
             goto oom;
-    if ((rc = tupe_vocab_finish(v, e)))
-        goto done;
-    r->vocab_size = tupe_vocab_size(v);
-    r->merges = m.nmerges;
-    *out = v;
-    v = NULL;
-    rc = 0;
+    rc = hand_over(&v, &m, r, out, e);
     goto done;
 oom:
     rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -429,20 +413,8 @@ static int64_t bpe_sym(void *arg, const char *ch, size_t n, int first, int last)
     return s < 0 ? -2 : s;
 }
 
-typedef struct dict_entry {
-    const char *s;
-    uint32_t len;
-    uint64_t count;
-} dict_entry;
-
-static int cmp_dict(const void *a, const void *b)
-{
-    const dict_entry *x = a, *y = b;
-    if (x->count != y->count)
-        return x->count > y->count ? -1 : 1;
-    int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
-    return c ? c : (x->len > y->len) - (x->len < y->len);
-}
+/* fairseq's dictionary order: most frequent first, ties by bytes. */
+static int cmp_dict(const void *a, const void *b) { return cmp_rarest(b, a); }
 
 int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf *codes,
                    tupe_vocab **out, tupe_train_report *r, tupe_err *e)
@@ -458,7 +430,7 @@ int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf 
     tupe_bpe_cache *cache = NULL;
     tupe_wordcount pieces;
     tupe_wordcount_init(&pieces);
-    dict_entry *de = NULL;
+    counted *de = NULL;
     tupe_vocab *v = NULL;
     char *pbuf = NULL;
     int rc = TUPE_EFAIL;
@@ -550,7 +522,7 @@ int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf 
     if (!(de = malloc((np ? np : 1) * sizeof *de)))
         goto oom;
     for (uint32_t i = 0; i < np; i++)
-        de[i] = (dict_entry){tupe_strtab_str(&pieces.words, i), tupe_strtab_len(&pieces.words, i),
+        de[i] = (counted){tupe_strtab_str(&pieces.words, i), tupe_strtab_len(&pieces.words, i),
                              pieces.count[i]};
     qsort(de, np, sizeof *de, cmp_dict);
     size_t keep = o->vocab_size > TUPE_BPE_NHEAD ? o->vocab_size - TUPE_BPE_NHEAD : 0;
@@ -568,13 +540,7 @@ int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf 
         if (tupe_vocab_add(v, name, (size_t)l, 0) == -2)
             goto oom;
     }
-    if ((rc = tupe_vocab_finish(v, e)))
-        goto done;
-    r->vocab_size = tupe_vocab_size(v);
-    r->merges = m.nmerges;
-    *out = v;
-    v = NULL;
-    rc = 0;
+    rc = hand_over(&v, &m, r, out, e);
     goto done;
 oom:
     rc = tupe_fail(e, TUPE_EFAIL, "out of memory");

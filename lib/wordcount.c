@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 void tupe_wordcount_init(tupe_wordcount *w)
 {
     memset(w, 0, sizeof *w);
@@ -28,13 +30,8 @@ int tupe_wordcount_add(tupe_wordcount *w, const void *s, size_t n, uint64_t k)
     int64_t id = tupe_strtab_add(&w->words, s, n, &added);
     if (id < 0)
         return -2;
-    if ((size_t)id >= w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 4096;
-        uint64_t *c = realloc(w->count, cap * sizeof *c);
-        if (!c)
-            return -2;
-        w->count = c, w->cap = cap;
-    }
+    if (TUPE_RESERVE(w->count, w->cap, (size_t)id + 1))
+        return -2;
     if (added)
         w->count[id] = 0;
     w->count[id] += k;

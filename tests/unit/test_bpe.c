@@ -106,7 +106,7 @@ static void malformed(void)
     CHECK_HAS(e.msg, "dict.txt:2: bad count 'x'");
     unit_write(p, "a 1\na 2\n", 8);
     CHECK_INT(tupe_vocab_load_dict(&v, p, &e), TUPE_EDATA);
-    CHECK_HAS(e.msg, "duplicate symbol 'a'");
+    CHECK_HAS(e.msg, "dict.txt:2: duplicate token 'a' (first on line 1)");
     unit_write(p, "nocount\n", 8);
     CHECK_INT(tupe_vocab_load_dict(&v, p, &e), TUPE_EDATA);
     CHECK_HAS(e.msg, "expected 'symbol count'");

@@ -28,21 +28,26 @@ static const char *ids_of(const tupe_tokenizer *t, tupe_tokctx *c, const char *t
     return buf;
 }
 
+static tupe_tokenizer *make(const tupe_vocab *v, int match_special)
+{
+    tupe_tokenizer_opts o = {1, -1, TUPE_INVALID_ERROR, 100, match_special};
+    tupe_tokenizer *t = NULL;
+    tupe_err e;
+    CHECK_INT(tupe_tokenizer_new(&t, v, NULL, &o, &e), 0);
+    return t;
+}
+
 static void specials(void)
 {
     tupe_vocab *v = wp_vocab();
-    tupe_tokenizer_opts o = {1, -1, TUPE_INVALID_ERROR, 100, 0};
-    tupe_tokenizer *t;
-    tupe_err e;
-    CHECK_INT(tupe_tokenizer_new(&t, v, NULL, &o, &e), 0);
+    tupe_tokenizer *t = make(v, 0);
     tupe_tokctx *c = tupe_tokctx_new(t);
     CHECK_STR(ids_of(t, c, "Hello, [SEP] unaffable xyz"), "5 12 10 13 11 7 8 9 1");
     CHECK_INT(c->st.words, 7);
     CHECK_INT(c->st.unk_tokens, 1);
     tupe_tokctx_free(c);
     tupe_tokenizer_free(t);
-    o.match_special = 1;
-    CHECK_INT(tupe_tokenizer_new(&t, v, NULL, &o, &e), 0);
+    t = make(v, 1);
     c = tupe_tokctx_new(t);
     CHECK_STR(ids_of(t, c, "Hello,[SEP]world [[CLS]] [MASK"), "5 12 3 6 10 2 11 10 1");
     CHECK_STR(ids_of(t, c, "[PAD][UNK]"), "0 1");
@@ -54,10 +59,8 @@ static void specials(void)
 static void chunk_records(void)
 {
     tupe_vocab *v = wp_vocab();
-    tupe_tokenizer_opts o = {1, -1, TUPE_INVALID_ERROR, 100, 0};
-    tupe_tokenizer *t;
+    tupe_tokenizer *t = make(v, 0);
     tupe_err e;
-    CHECK_INT(tupe_tokenizer_new(&t, v, NULL, &o, &e), 0);
     tupe_tokctx *c = tupe_tokctx_new(t);
     char text[] = "hello world\nworld\n\n\x01\n\nun\n";
     tupe_chunk ch = {text, strlen(text), 0, "mem", 100, 0, 1};
