@@ -57,7 +57,7 @@ static const tupe_opt train_opts[] = {
     {O_LIMIT_ALPHA, "limit-alphabet", 0, TUPE_REQARG, "N",
      "WordPiece: keep the N most frequent characters\n(default: 1000; 0: all)", NULL},
     {O_MEMORY, "memory", 0, TUPE_REQARG, "SIZE",
-     "memory budget of the word counts (default: 2G);\nrare words are pruned to stay under it",
+     "memory budget of training (default: 2G); rare\nwords are pruned to stay under it",
      NULL},
     OPT_CASE, OPT_DOCS, OPT_INVALID, OPT_END};
 
@@ -167,12 +167,12 @@ static int parse(tupe_cli *c, args *a)
     return id < 0 ? -1 : 0;
 }
 
-static int open_corpus(tupe_cli *c, const args *a, tupe_corpus **corpus)
+static int open_corpus(tupe_cli *c, int docs, tupe_corpus **corpus)
 {
     static const char *const stdin_only[] = {"-"};
     tupe_err e;
     const char *const *paths = c->nargs ? (const char *const *)c->args : stdin_only;
-    if (tupe_corpus_open(corpus, paths, c->nargs ? c->nargs : 1, a->docs, &e))
+    if (tupe_corpus_open(corpus, paths, c->nargs ? c->nargs : 1, docs, &e))
         return tupe_cli_error(c, &e);
     return 0;
 }
@@ -242,7 +242,7 @@ static int cmd_encode(tupe_cli *c, const args *a)
         rc = tupe_cli_error(c, &e);
         goto done;
     }
-    if ((rc = open_corpus(c, a, &corpus)))
+    if ((rc = open_corpus(c, a->docs, &corpus)))
         goto done;
     tupe_tok_header h;
     header_for(v, &h);
@@ -445,7 +445,7 @@ static int cmd_info(tupe_cli *c, const args *a)
     int have_text = c->nargs > 0;
     if (have_text) {
         tupe_corpus *corpus;
-        if ((rc = open_corpus(c, a, &corpus)))
+        if ((rc = open_corpus(c, a->docs, &corpus)))
             goto done;
         tupe_tok_header h;
         header_for(v, &h);
@@ -543,8 +543,10 @@ static int cmd_train(tupe_cli *c, const args *a)
     o.verbose = c->verbose;
     if (o.kind == TUPE_VOCAB_BPE && strcmp(a->out, "-") == 0)
         return tupe_cli_usage(c, "--model bpe writes a directory: give it with -o");
+    /* counting words needs whole lines, not whole documents: chunks may then cut anywhere,
+     * which keeps them small whatever the documents' length */
     tupe_corpus *corpus;
-    int rc = open_corpus(c, a, &corpus);
+    int rc = open_corpus(c, a->docs == TUPE_DOCS_WIKI ? TUPE_DOCS_WIKI : TUPE_DOCS_LINE, &corpus);
     if (rc)
         return rc;
     tupe_err e;

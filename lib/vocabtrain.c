@@ -115,8 +115,9 @@ static int count_consume(void *arg, tupe_job *job, tupe_err *e)
     count_run *run = arg;
     if (tupe_wordcount_merge(run->wc, job->result))
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    if (tupe_wordcount_bytes(run->wc) > run->o->memory) {
-        uint64_t dropped, k = tupe_wordcount_prune(run->wc, (size_t)run->o->memory, &dropped);
+    size_t limit = (size_t)(run->o->memory / TUPE_TRAIN_TABLE_SHARE);
+    if (tupe_wordcount_bytes(run->wc) > limit) {
+        uint64_t dropped, k = tupe_wordcount_prune(run->wc, limit, &dropped);
         if (k == UINT64_MAX)
             return tupe_fail(e, TUPE_EFAIL, "out of memory");
         run->r->pruned_words += dropped;

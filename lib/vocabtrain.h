@@ -24,13 +24,18 @@
 #include "vocab.h"
 #include "wordcount.h"
 
+/* The word-count table is kept under memory / TUPE_TRAIN_TABLE_SHARE: learning the merges
+ * then needs a few times the table (on the test corpus the whole run peaked at 3.6 times it
+ * for WordPiece and 6 times for BPE). */
+#define TUPE_TRAIN_TABLE_SHARE 6
+
 typedef struct tupe_train_opts {
     int kind;                /* TUPE_VOCAB_WORDPIECE or TUPE_VOCAB_BPE */
     size_t vocab_size;       /* entries, specials included (BPE: fairseq's nwords) */
     size_t merges;           /* BPE */
     uint64_t min_frequency;
     size_t limit_alphabet;   /* WordPiece; 0: no limit */
-    uint64_t memory;         /* budget of the word-count table, in bytes */
+    uint64_t memory;         /* budget of training, in bytes (see TUPE_TRAIN_TABLE_SHARE) */
     int lowercase, strip_accents, invalid; /* as in tupe_tokenizer_opts */
     int docs, keep_title;
     int threads, quiet, verbose;

@@ -1,8 +1,8 @@
 /* Word counts for vocabulary training, with a memory bound.
  *
- * Pruning rule (man tupe-tokenize(1), "Memory"): when the table holds more than a budget,
+ * Pruning rule (man tupe-tokenize(1), "Memory"): when the table holds more than its limit,
  * every word whose count is at most k is dropped, for the smallest k that brings the table
- * under half the budget. Counts of words that survive are exact up to that point; a word
+ * under half the limit. Counts of words that survive are exact up to that point; a word
  * dropped and seen again later starts over, so its final count is an underestimate by at most
  * the largest k used. Pruning happens at points that depend only on the input (callers merge
  * per-chunk tables in input order), so the result does not depend on the thread count. */

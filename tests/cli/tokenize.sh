@@ -94,7 +94,7 @@ run tupe-tokenize train -q --vocab-size 2000 --threads 1 -o wp1.txt big.txt
 run tupe-tokenize train -q --vocab-size 2000 --threads 3 -o wp3.txt big.txt
 check "train: the same vocabulary whatever --threads" [ $rc = 0 ] && cmp -s wp1.txt wp3.txt && [ "$(wc -l <wp1.txt)" = 2000 ]
 check "train: specials first, then the alphabet" [ "$(head -6 wp1.txt | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] ! " ]
-run tupe-tokenize train --vocab-size 2000 --memory 400K -o wpm.txt big.txt
+run tupe-tokenize train --vocab-size 2000 --memory 1M -o wpm.txt big.txt
 check "train --memory: rare words pruned, reported, still a vocabulary" \
     [ $rc = 0 ] && has err "pruned" && [ "$(wc -l <wpm.txt)" = 2000 ]
 run tupe-tokenize train -q --model bpe --merges 500 --vocab-size 800 -o bpe big.txt
