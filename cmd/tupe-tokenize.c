@@ -1,7 +1,6 @@
 /* tupe-tokenize: train vocabularies, encode text to token streams, decode, inspect. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checksum.h"
 #include "cli.h"
@@ -283,108 +282,6 @@ done:
 
 /* ---- decode ------------------------------------------------------------------------------- */
 
-static int decode_one(tupe_cli *c, const tupe_vocab *v, const args *a, const char *path,
-                      tupe_out *o, tupe_buf *b, tupe_err *e)
-{
-    tupe_in *in;
-    int rc, binary = a->format == 0;
-    if (!a->format_set && strcmp(path, "-") != 0) {
-        /* a file says what it is: a token stream starts with its magic */
-        unsigned char magic[8];
-        size_t got = 0;
-        if ((rc = tupe_in_open(&in, path, e)))
-            return rc;
-        rc = tupe_in_read(in, magic, sizeof magic, &got, e);
-        tupe_in_close(in);
-        if (rc)
-            return rc;
-        binary = got == 8 && memcmp(magic, TUPE_TOK_MAGIC, 8) == 0;
-    }
-    if (binary) {
-        tupe_tokr *r;
-        if ((rc = tupe_tokr_open(&r, path, e)))
-            return rc;
-        tupe_tok_header h = *tupe_tokr_header(r);
-        if (h.vocab_hash != v->hash || h.vocab_size != tupe_vocab_size(v)) {
-            tupe_tokr_close(r);
-            return tupe_fail(e, TUPE_EDATA,
-                             "%s: the token stream was made with another vocabulary (hash "
-                             "%016llx, %u ids; --vocab has %016llx, %u)",
-                             tupe_path_name(path), (unsigned long long)h.vocab_hash, h.vocab_size,
-                             (unsigned long long)v->hash, tupe_vocab_size(v));
-        }
-        const uint32_t *ids;
-        size_t n;
-        int r2;
-        while ((r2 = tupe_tokr_next(r, &ids, &n, e)) == 1) {
-            b->len = 0;
-            if (tupe_decode_ids(v, ids, n, a->skip_special, b) || tupe_buf_reserve(b, 1)) {
-                tupe_tokr_close(r);
-                return tupe_fail(e, TUPE_EFAIL, "out of memory");
-            }
-            b->p[b->len++] = '\n';
-            if ((rc = tupe_out_write(o, b->p, b->len, e))) {
-                tupe_tokr_close(r);
-                return rc;
-            }
-        }
-        tupe_tokr_close(r);
-        return r2 < 0 ? e->code : 0;
-    }
-    if ((rc = tupe_in_open(&in, path, e)))
-        return rc;
-    char *line;
-    size_t len;
-    int r;
-    uint32_t *ids = NULL;
-    size_t cap = 0;
-    while ((r = tupe_in_getline(in, &line, &len, e)) == 1) {
-        size_t n = 0;
-        for (size_t i = 0; i < len;) {
-            while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
-                i++;
-            if (i == len)
-                break;
-            uint64_t x = 0;
-            size_t j = i;
-            while (j < len && line[j] >= '0' && line[j] <= '9' && x < (1ull << 32))
-                x = x * 10 + (uint64_t)(line[j++] - '0');
-            if (j == i || (j < len && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ||
-                x >= tupe_vocab_size(v)) {
-                rc = tupe_fail_line(e, TUPE_EDATA, path, tupe_in_lineno(in),
-                                    "expected ids below %u separated by spaces",
-                                    tupe_vocab_size(v));
-                goto text_done;
-            }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 1024;
-                uint32_t *p = realloc(ids, cap * sizeof *p);
-                if (!p) {
-                    rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-                    goto text_done;
-                }
-                ids = p;
-            }
-            ids[n++] = (uint32_t)x;
-            i = j;
-        }
-        b->len = 0;
-        if (tupe_decode_ids(v, ids, n, a->skip_special, b) || tupe_buf_reserve(b, 1)) {
-            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-            goto text_done;
-        }
-        b->p[b->len++] = '\n';
-        if ((rc = tupe_out_write(o, b->p, b->len, e)))
-            goto text_done;
-    }
-    if (r < 0)
-        rc = e->code;
-text_done:
-    free(ids);
-    tupe_in_close(in);
-    return rc;
-}
-
 static int cmd_decode(tupe_cli *c, const args *a)
 {
     tupe_err e;
@@ -401,7 +298,8 @@ static int cmd_decode(tupe_cli *c, const args *a)
     tupe_buf b = {0};
     int rc = 0;
     for (int i = 0; i < (c->nargs ? c->nargs : 1) && !rc; i++)
-        rc = decode_one(c, v, a, c->nargs ? c->args[i] : "-", o, &b, &e);
+        rc = tupe_decode_input(v, c->nargs ? c->args[i] : "-", a->format_set ? a->format : -1,
+                               a->skip_special, o, &b, &e);
     tupe_buf_free(&b);
     if (!rc)
         rc = tupe_out_commit(o, &e);
@@ -430,11 +328,8 @@ static int cmd_info(tupe_cli *c, const args *a)
         return rc;
     uint32_t n = tupe_vocab_size(v), cont = 0, maxlen = 0, maxid = 0;
     for (uint32_t id = 0; id < n; id++) {
-        const char *s = tupe_vocab_token(v, id);
         uint32_t l = tupe_vocab_token_len(v, id);
-        if (v->kind == TUPE_VOCAB_WORDPIECE ? l > 2 && s[0] == '#' && s[1] == '#'
-                                            : l > 2 && s[l - 2] == '@' && s[l - 1] == '@')
-            cont++;
+        cont += (uint32_t)tupe_vocab_is_continuation(v, id);
         if (l > maxlen)
             maxlen = l, maxid = id;
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "grow.h"
 #include "pipeline.h"
 #include "unicode.h"
@@ -427,14 +428,12 @@ int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip
         const char *s = tupe_vocab_token(v, ids[i]);
         size_t l = tupe_vocab_token_len(v, ids[i]);
         int next_glue = 0;
-        if (v->kind == TUPE_VOCAB_WORDPIECE) {
-            if (l > 2 && s[0] == '#' && s[1] == '#') {
-                s += 2, l -= 2;
-                glue = 1;
-            }
-        } else if (l > 2 && s[l - 2] == '@' && s[l - 1] == '@') {
+        if (tupe_vocab_is_continuation(v, ids[i])) {
+            if (v->kind == TUPE_VOCAB_WORDPIECE)
+                s += 2, glue = 1;
+            else
+                next_glue = 1;
             l -= 2;
-            next_glue = 1;
         }
         if (tupe_buf_reserve(out, l + 1))
             return -1;
@@ -445,4 +444,106 @@ int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip
         glue = next_glue;
     }
     return 0;
+}
+
+int tupe_decode_input(const tupe_vocab *v, const char *path, int format, int skip_special,
+                      tupe_out *o, tupe_buf *b, tupe_err *e)
+{
+    tupe_in *in;
+    int rc, binary = format != TUPE_DEC_TEXT;
+    if (format == TUPE_DEC_AUTO && strcmp(path, "-") != 0) {
+        /* a file says what it is: a token stream starts with its magic */
+        unsigned char magic[8];
+        size_t got = 0;
+        if ((rc = tupe_in_open(&in, path, e)))
+            return rc;
+        rc = tupe_in_read(in, magic, sizeof magic, &got, e);
+        tupe_in_close(in);
+        if (rc)
+            return rc;
+        binary = got == 8 && memcmp(magic, TUPE_TOK_MAGIC, 8) == 0;
+    }
+    if (binary) {
+        tupe_tokr *r;
+        if ((rc = tupe_tokr_open(&r, path, e)))
+            return rc;
+        tupe_tok_header h = *tupe_tokr_header(r);
+        if (h.vocab_hash != v->hash || h.vocab_size != tupe_vocab_size(v)) {
+            tupe_tokr_close(r);
+            return tupe_fail(e, TUPE_EDATA,
+                             "%s: the token stream was made with another vocabulary (hash "
+                             "%016llx, %u ids; --vocab has %016llx, %u)",
+                             tupe_path_name(path), (unsigned long long)h.vocab_hash, h.vocab_size,
+                             (unsigned long long)v->hash, tupe_vocab_size(v));
+        }
+        const uint32_t *ids;
+        size_t n;
+        int r2;
+        while ((r2 = tupe_tokr_next(r, &ids, &n, e)) == 1) {
+            b->len = 0;
+            if (tupe_decode_ids(v, ids, n, skip_special, b) || tupe_buf_reserve(b, 1)) {
+                tupe_tokr_close(r);
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            }
+            b->p[b->len++] = '\n';
+            if ((rc = tupe_out_write(o, b->p, b->len, e))) {
+                tupe_tokr_close(r);
+                return rc;
+            }
+        }
+        tupe_tokr_close(r);
+        return r2 < 0 ? e->code : 0;
+    }
+    if ((rc = tupe_in_open(&in, path, e)))
+        return rc;
+    char *line;
+    size_t len;
+    int r;
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    while ((r = tupe_in_getline(in, &line, &len, e)) == 1) {
+        size_t n = 0;
+        for (size_t i = 0; i < len;) {
+            while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+                i++;
+            if (i == len)
+                break;
+            uint64_t x = 0;
+            size_t j = i;
+            while (j < len && line[j] >= '0' && line[j] <= '9' && x < (1ull << 32))
+                x = x * 10 + (uint64_t)(line[j++] - '0');
+            if (j == i || (j < len && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ||
+                x >= tupe_vocab_size(v)) {
+                rc = tupe_fail_line(e, TUPE_EDATA, path, tupe_in_lineno(in),
+                                    "expected ids below %u separated by spaces",
+                                    tupe_vocab_size(v));
+                goto text_done;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 1024;
+                uint32_t *p = realloc(ids, cap * sizeof *p);
+                if (!p) {
+                    rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+                    goto text_done;
+                }
+                ids = p;
+            }
+            ids[n++] = (uint32_t)x;
+            i = j;
+        }
+        b->len = 0;
+        if (tupe_decode_ids(v, ids, n, skip_special, b) || tupe_buf_reserve(b, 1)) {
+            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+            goto text_done;
+        }
+        b->p[b->len++] = '\n';
+        if ((rc = tupe_out_write(o, b->p, b->len, e)))
+            goto text_done;
+    }
+    if (r < 0)
+        rc = e->code;
+text_done:
+    free(ids);
+    tupe_in_close(in);
+    return rc;
 }

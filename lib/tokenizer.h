@@ -18,6 +18,7 @@
 #include "bpe.h"
 #include "corpus.h"
 #include "error.h"
+#include "fileio.h"
 #include "pretok.h"
 #include "tokstream.h"
 #include "vocab.h"
@@ -110,5 +111,12 @@ int tupe_encode_corpus(const tupe_tokenizer *t, tupe_corpus *c, const tupe_encod
  * special tokens. Ids must be < the vocabulary size. */
 int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip_special,
                     tupe_buf *out);
+
+/* Decode one input to text, one line per document: a token stream (TUPE_DEC_BINARY; refused
+ * if made with another vocabulary) or lines of ids separated by spaces (TUPE_DEC_TEXT).
+ * TUPE_DEC_AUTO: a file's first bytes decide, stdin is a token stream. b is scratch. */
+enum { TUPE_DEC_AUTO = -1, TUPE_DEC_BINARY = 0, TUPE_DEC_TEXT = 1 };
+int tupe_decode_input(const tupe_vocab *v, const char *path, int format, int skip_special,
+                      tupe_out *o, tupe_buf *b, tupe_err *e);
 
 #endif

@@ -90,6 +90,16 @@ int tupe_vocab_finish(tupe_vocab *v, tupe_err *e)
     return 0;
 }
 
+int tupe_vocab_is_continuation(const tupe_vocab *v, uint32_t id)
+{
+    const char *s = tupe_vocab_token(v, id);
+    uint32_t l = tupe_vocab_token_len(v, id);
+    if (l <= 2)
+        return 0;
+    return v->kind == TUPE_VOCAB_WORDPIECE ? s[0] == '#' && s[1] == '#'
+                                           : s[l - 2] == '@' && s[l - 1] == '@';
+}
+
 int tupe_vocab_is_special(const tupe_vocab *v, uint32_t id)
 {
     for (int i = 0; i < TUPE_SP_COUNT; i++)

@@ -65,6 +65,9 @@ static inline int64_t tupe_vocab_find(const tupe_vocab *v, const void *s, size_t
 {
     return tupe_strtab_find(&v->tok, s, n);
 }
+/* 1 if the token continues a word: "##..." (WordPiece), or is followed by more of its word:
+ * "...@@" (BPE). */
+int tupe_vocab_is_continuation(const tupe_vocab *v, uint32_t id);
 /* 1 if id is one of the special tokens. */
 int tupe_vocab_is_special(const tupe_vocab *v, uint32_t id);
 /* Name of a special role ("pad", "unk", "cls", "sep", "mask"). */
