@@ -52,7 +52,7 @@ static const tupe_opt train_opts[] = {
      "entries, specials included (default: 32768)", NULL},
     {O_MERGES, "merges", 0, TUPE_REQARG, "N", "BPE: merges to learn (default: 32640)", NULL},
     {O_MIN_FREQ, "min-frequency", 0, TUPE_REQARG, "N",
-     "stop when the best pair is rarer than N (default: 2)", NULL},
+     "stop when the best pair is rarer than N\n(default: 2; BPE: 1)", NULL},
     {O_LIMIT_ALPHA, "limit-alphabet", 0, TUPE_REQARG, "N",
      "WordPiece: keep the N most frequent characters\n(default: 1000; 0: all)", NULL},
     {O_MEMORY, "memory", 0, TUPE_REQARG, "SIZE",
@@ -95,8 +95,8 @@ static const tupe_cmd cmds[] = {
      "The same input and options give the same vocabulary whatever --threads is.",
      train_opts, "file"},
     {"encode", "[FILE]...", "turn text into token ids",
-     "Encodes the FILEs (default: stdin; plain, .zst, .gz, .xz, .bz2, tar and zip)\n"
-     "into a token stream for tupe-shard, or into text with --format.",
+     "Encodes the FILEs (default: stdin; plain, .zst, .gz, .xz, .bz2, .lz4, tar and\n"
+     "zip) into a token stream for tupe-shard, or into text with --format.",
      encode_opts, "file"},
     {"decode", "[FILE]...", "turn token ids back into text",
      "Reads token streams, or text with one document of ids per line, and\n"

@@ -16,14 +16,12 @@ printf '7592 2088 1012 2117 2240 1012\n2047 9986 2182\n' >a.want
 # ---- inputs -------------------------------------------------------------------------------
 zstd -q -f a.txt && gzip -kf a.txt && xz -kf a.txt && bzip2 -kf a.txt
 tar cf ab.tar a.txt b.txt && tar czf ab.tgz a.txt b.txt && tar cf - a.txt b.txt | zstd -q >ab.tar.zst
-(mkdir -p z && cp a.txt b.txt z/ && cd z && zip -q ../ab.zip a.txt b.txt) 2>/dev/null ||
-    python3 -c 'import zipfile,sys; z=zipfile.ZipFile("ab.zip","w",zipfile.ZIP_DEFLATED); z.write("a.txt"); z.write("b.txt"); z.close()' 2>/dev/null
+zip -q ab.zip a.txt b.txt
 for f in a.txt a.txt.zst a.txt.gz a.txt.xz a.txt.bz2; do
     run enc --format text $f
     check "input $f: same ids as the plain text" [ $rc = 0 ] && cmp -s out a.want
 done
 for f in ab.tar ab.tgz ab.tar.zst ab.zip; do
-    [ -e $f ] || continue
     run enc --format text $f
     check "archive $f: every member in order, each ending a document" [ $rc = 0 ] && cmp -s out ab.want
 done
@@ -134,14 +132,12 @@ check "train: invalid UTF-8 named with its byte offset" [ $rc = 65 ] && has err 
 head -c 20 a.txt.zst >trunc.zst
 run enc trunc.zst
 check "truncated .zst: exit 65, named" [ $rc = 65 ] && has err "trunc.zst: " && has err "runcated"
-if [ -e ab.zip ]; then
-    cp ab.zip corrupt.zip
-    # the first member's data starts after its 30-byte header, name and extra field
-    data=$((30 + $(od -An -t u2 -j 26 -N 2 ab.zip) + $(od -An -t u2 -j 28 -N 2 ab.zip)))
-    printf '\xff\xff\xff\xff' | dd of=corrupt.zip bs=1 seek=$((data + 2)) conv=notrunc 2>/dev/null
-    run enc corrupt.zip
-    check "corrupt archive member: exit 65, the member named" [ $rc = 65 ] && has err "corrupt.zip:a.txt: "
-fi
+cp ab.zip corrupt.zip
+# the first member's data starts after its 30-byte header, name and extra field
+data=$((30 + $(od -An -t u2 -j 26 -N 2 ab.zip) + $(od -An -t u2 -j 28 -N 2 ab.zip)))
+printf '\xff\xff\xff\xff' | dd of=corrupt.zip bs=1 seek=$((data + 2)) conv=notrunc 2>/dev/null
+run enc corrupt.zip
+check "corrupt archive member: exit 65, the member named" [ $rc = 65 ] && has err "corrupt.zip:a.txt: "
 head -c 100 ab.tgz >trunc.tgz
 run enc trunc.tgz
 check "truncated .tar.gz: exit 65" [ $rc = 65 ] && has err "trunc.tgz"
