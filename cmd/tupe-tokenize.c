@@ -255,7 +255,7 @@ static int cmd_encode(tupe_cli *c, const args *a)
     tupe_progress p;
     tupe_progress_start(&p, "encode", tupe_corpus_total(corpus), "B", c->quiet);
     s.p = &p;
-    tupe_encode_opts eo = {a->docs, a->keep_title, a->add_special, a->line_sep, a->format};
+    tupe_encode_opts eo = {a->docs, a->keep_title, a->add_special, a->line_sep, a->format, 0};
     tupe_tokstats st = {0};
     rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, write_chunk, &s, &st, &e);
     tupe_progress_finish(&p);
@@ -347,7 +347,7 @@ static int cmd_info(tupe_cli *c, const args *a)
         tupe_progress p;
         tupe_progress_start(&p, "info", tupe_corpus_total(corpus), "B", c->quiet);
         sink s = {NULL, NULL, corpus, &p};
-        tupe_encode_opts eo = {a->docs, a->keep_title, 0, 0, TUPE_ENC_TEXT};
+        tupe_encode_opts eo = {a->docs, a->keep_title, 0, 0, TUPE_ENC_TEXT, 0};
         tupe_err e;
         rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, discard, &s, &st, &e);
         tupe_progress_finish(&p);

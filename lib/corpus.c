@@ -19,6 +19,7 @@ struct tupe_corpus {
     char *member;          /* current member, NULL between members */
     uint64_t moff;         /* member offset of the next chunk */
     int member_eof, first_chunk;
+    int inside;            /* the last chunk ended inside a document */
     char *carry;           /* read but not yet handed out */
     size_t carry_len, carry_cap;
     uint64_t index;
@@ -178,6 +179,7 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
             c->member_eof = 0;
             c->first_chunk = 1;
             c->carry_len = 0;
+            c->inside = 0;
         }
         if (TUPE_RESERVE(ch->data, ch->cap, c->carry_len + READ_BLOCK))
             FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
@@ -188,11 +190,18 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         /* cut near the target: lines end anywhere, so LINE cuts at the first line end after
          * it; documents may be long, so other framings take the first boundary after half */
         size_t from = c->docs == TUPE_DOCS_LINE ? target - 1 : target / 2, cut = 0;
-        int bom_checked = !c->first_chunk;
+        int bom_checked = !c->first_chunk, split = 0;
         for (;;) {
             if (ch->len >= target && from < ch->len &&
                 (cut = find_cut(c->docs, ch->data, ch->len, &from)))
                 break;
+            if (c->docs == TUPE_DOCS_BLANK && !c->member_eof && ch->len >= 2 * target) {
+                size_t f = target - 1;
+                if ((cut = find_cut(TUPE_DOCS_LINE, ch->data, ch->len, &f))) {
+                    split = 1;
+                    break;
+                }
+            }
             if (c->member_eof) {
                 cut = ch->len;
                 break;
@@ -232,12 +241,15 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         uint64_t off = c->moff;
         c->moff += cut;
         c->first_chunk = 0;
-        char *name = cut ? strdup(c->member) : NULL;
+        /* an empty chunk still closes a document left open before the member's end */
+        int inside = c->inside;
+        c->inside = split;
+        char *name = cut || inside ? strdup(c->member) : NULL;
         if (c->member_eof && rest == 0) {
             free(c->member);
             c->member = NULL;
         }
-        if (cut == 0)
+        if (cut == 0 && !inside)
             continue;
         if (!name)
             FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
@@ -246,6 +258,8 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         ch->offset = off;
         ch->index = c->index++;
         ch->member_start = first;
+        ch->starts_inside = inside;
+        ch->ends_inside = split;
         return 1;
     }
 }
@@ -257,13 +271,15 @@ void tupe_docscan_init(tupe_docscan *d, const tupe_chunk *ch, int docs, int keep
     d->end = ch->data + ch->len;
     d->docs = docs;
     d->keep_title = keep_title;
+    d->in_doc = docs == TUPE_DOCS_BLANK && ch->starts_inside;
+    d->open_end = docs == TUPE_DOCS_BLANK && ch->ends_inside;
 }
 
 int tupe_docscan_next(tupe_docscan *d, const char **line, size_t *len)
 {
     for (;;) {
         if (d->p >= d->end) {
-            if (d->in_doc) {
+            if (d->in_doc && !d->open_end) {
                 d->in_doc = 0;
                 return TUPE_SCAN_END;
             }

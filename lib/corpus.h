@@ -10,9 +10,12 @@
  * The end of every member also ends a document. A UTF-8 byte order mark at the start of a
  * member is dropped.
  *
- * Chunks always end at a document boundary (so workers can take them in any order) and never
- * span two members; their size is a target, not a limit, except that a single document over
- * TUPE_CHUNK_MAX is refused. */
+ * Chunks end at a document boundary where they can (so that workers take whole documents)
+ * and never span two members. With BLANK framing, a document of more than twice the target
+ * size is cut at line ends into several chunks, flagged ends_inside / starts_inside, so that
+ * long documents neither serialize the work nor need their whole text in memory; the
+ * consumer joins the pieces. Otherwise the size is a target, not a limit, except that a
+ * single document (LINE: a line) over TUPE_CHUNK_MAX is refused. */
 #ifndef TUPE_CORPUS_H
 #define TUPE_CORPUS_H
 
@@ -32,6 +35,7 @@ typedef struct tupe_chunk {
     uint64_t offset; /* byte offset of data[0] in the member (decompressed) */
     uint64_t index;  /* 0, 1, 2... in corpus order */
     int member_start;/* the first chunk of its member */
+    int starts_inside, ends_inside; /* BLANK: a document runs into or out of this chunk */
 } tupe_chunk;
 
 typedef struct tupe_corpus tupe_corpus;
@@ -53,6 +57,7 @@ void tupe_chunk_free(tupe_chunk *ch);
 typedef struct tupe_docscan {
     const char *p, *end;
     int docs, keep_title;
+    int open_end;    /* the chunk ends inside a document: no TUPE_SCAN_END for it */
     int in_doc;      /* a document has started (and has lines, for BLANK) */
     int title_next;  /* WIKI: the next line is the title */
 } tupe_docscan;
@@ -62,7 +67,8 @@ enum { TUPE_SCAN_DONE = 0, TUPE_SCAN_LINE = 1, TUPE_SCAN_END = 2 };
 void tupe_docscan_init(tupe_docscan *d, const tupe_chunk *ch, int docs, int keep_title);
 /* TUPE_SCAN_LINE with the next line of the current document (without its newline; a CR
  * before it is kept), TUPE_SCAN_END when the current document ends, TUPE_SCAN_DONE at the
- * end of the chunk (after the last TUPE_SCAN_END). */
+ * end of the chunk (after the last TUPE_SCAN_END). A chunk that starts inside a document
+ * continues it: its first TUPE_SCAN_END may come before any line. */
 int tupe_docscan_next(tupe_docscan *d, const char **line, size_t *len);
 
 /* WIKI: unescape &lt; &gt; &amp; (out has room for n bytes); returns the new length. */

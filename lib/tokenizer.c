@@ -1,5 +1,6 @@
 #include "tokenizer.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,37 +267,71 @@ static size_t first_bad(const char *s, size_t n)
     return (size_t)(p - (const uint8_t *)s);
 }
 
+/* A finished document into the output, [SEP] first with add_special; too long is an error. */
+static int finish_doc(const tupe_tokenizer *t, const tupe_encode_opts *o, const tupe_tok_header *h,
+                      uint32_t **ids, size_t *n, size_t *cap, const tupe_chunk *ch, tupe_buf *out,
+                      tupe_err *e)
+{
+    if (o->add_special) {
+        if (TUPE_RESERVE(*ids, *cap, *n + 1))
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        (*ids)[(*n)++] = (uint32_t)t->v->special[TUPE_SP_SEP];
+    }
+    if (*n >= TUPE_TOK_MAX_DOC)
+        return tupe_fail_byte(e, TUPE_EDATA, ch->name, ch->offset,
+                              "a document of %zu tokens is over the token stream's limit of %u "
+                              "per document",
+                              *n, TUPE_TOK_MAX_DOC);
+    if (emit_doc(t, o, h, *ids, *n, out))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    return 0;
+}
+
+static int keep_piece(tupe_u32vec *dst, const uint32_t *ids, size_t n)
+{
+    dst->n = 0;
+    if (TUPE_RESERVE(dst->v, dst->cap, n))
+        return -1;
+    if (n)
+        memcpy(dst->v, ids, n * sizeof *ids);
+    dst->n = n;
+    return 0;
+}
+
 int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode_opts *o,
-                      const tupe_tok_header *h, const tupe_chunk *ch, tupe_buf *out, tupe_err *e)
+                      const tupe_tok_header *h, const tupe_chunk *ch, tupe_buf *out,
+                      tupe_enc_pieces *pc, tupe_err *e)
 {
     const tupe_vocab *v = t->v;
     tupe_docscan ds;
     tupe_docscan_init(&ds, ch, o->docs, o->keep_title);
     const char *line;
     size_t len;
-    int r;
+    int r, rc;
     uint32_t cls = (uint32_t)v->special[TUPE_SP_CLS], sep = (uint32_t)v->special[TUPE_SP_SEP];
+    /* the first document continues one from the chunks before: its ids are the lead piece */
+    int lead = ds.in_doc;
+    if (pc)
+        memset(&pc->has_lead, 0, sizeof *pc - offsetof(tupe_enc_pieces, has_lead));
+    if ((lead || ds.open_end) && !pc)
+        return tupe_fail(e, TUPE_EFAIL, "a chunk inside a document needs tupe_enc_pieces");
     c->n = 0;
     if (o->add_special && reserve_ids(c, 1))
         goto oom;
-    if (o->add_special)
+    if (o->add_special && !lead)
         c->ids[c->n++] = cls;
     size_t text_ids = 0; /* of the document, separators not counted */
     while ((r = tupe_docscan_next(&ds, &line, &len)) != TUPE_SCAN_DONE) {
         if (r == TUPE_SCAN_END) {
-            if (text_ids > 0 || o->docs == TUPE_DOCS_LINE) {
-                if (o->add_special) {
-                    if (reserve_ids(c, 1))
-                        goto oom;
-                    c->ids[c->n++] = sep;
-                }
-                if (c->n >= TUPE_TOK_MAX_DOC)
-                    return tupe_fail_byte(e, TUPE_EDATA, ch->name, ch->offset,
-                                          "a document of %zu tokens is over the token stream's "
-                                          "limit of %u per document",
-                                          c->n, TUPE_TOK_MAX_DOC);
-                if (emit_doc(t, o, h, c->ids, c->n, out))
+            if (lead) {
+                if (keep_piece(&pc->lead, c->ids, c->n))
                     goto oom;
+                pc->has_lead = pc->lead_closes = 1;
+                pc->lead_text = text_ids;
+                lead = 0;
+            } else if (text_ids > 0 || o->docs == TUPE_DOCS_LINE) {
+                if ((rc = finish_doc(t, o, h, &c->ids, &c->n, &c->cap, ch, out, e)))
+                    return rc;
                 c->st.docs++;
                 c->st.ids += c->n;
             }
@@ -311,7 +346,7 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
         if (!text)
             goto oom;
         size_t bad, before = c->n;
-        int rc = tupe_tokenizer_encode(t, c, text, tlen, &bad);
+        rc = tupe_tokenizer_encode(t, c, text, tlen, &bad);
         if (rc == -1) {
             if (text != line)
                 bad = first_bad(line, len);
@@ -330,6 +365,15 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
             c->ids[c->n++] = sep;
         }
     }
+    if (ds.open_end) { /* the last document goes on in the next chunk */
+        tupe_u32vec *dst = lead ? &pc->lead : &pc->trail;
+        if (keep_piece(dst, c->ids, c->n))
+            goto oom;
+        if (lead)
+            pc->has_lead = 1, pc->lead_text = text_ids;
+        else
+            pc->has_trail = 1, pc->trail_text = text_ids;
+    }
     return 0;
 oom:
     return tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -342,6 +386,10 @@ typedef struct enc_run {
     tupe_encode_sink sink;
     void *arg;
     tupe_tokstats *st;
+    /* a document that runs over several chunks, joined here */
+    tupe_u32vec open;
+    uint64_t open_text;
+    tupe_buf tmp;
 } enc_run;
 
 typedef struct enc_ctx {
@@ -351,6 +399,7 @@ typedef struct enc_ctx {
 
 typedef struct enc_result {
     tupe_buf out;
+    tupe_enc_pieces pc;
     tupe_tokstats st; /* of this chunk */
 } enc_result;
 
@@ -378,6 +427,8 @@ static void enc_result_free(void *p)
 {
     enc_result *r = p;
     tupe_buf_free(&r->out);
+    free(r->pc.lead.v);
+    free(r->pc.trail.v);
     free(r);
 }
 
@@ -389,7 +440,8 @@ static int enc_work(void *ctx, tupe_job *job, tupe_err *e)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     res->out.len = 0;
     memset(&x->c->st, 0, sizeof x->c->st);
-    int rc = tupe_encode_chunk(x->run->t, x->c, x->run->o, x->run->h, &job->chunk, &res->out, e);
+    int rc = tupe_encode_chunk(x->run->t, x->c, x->run->o, x->run->h, &job->chunk, &res->out,
+                               &res->pc, e);
     res->st = x->c->st;
     return rc;
 }
@@ -400,20 +452,52 @@ static int enc_consume(void *arg, tupe_job *job, tupe_err *e)
     enc_result *res = job->result;
     tupe_tokstats *a = run->st;
     const tupe_tokstats *b = &res->st;
+    const tupe_enc_pieces *pc = &res->pc;
     a->docs += b->docs, a->lines += b->lines, a->bytes += b->bytes, a->words += b->words;
     a->tokens += b->tokens, a->unk_tokens += b->unk_tokens, a->unk_words += b->unk_words;
     a->ids += b->ids;
-    return run->sink(run->arg, res->out.p, res->out.len, b->docs, b->ids, e);
+    int rc;
+    if (pc->has_lead) {
+        if (TUPE_RESERVE(run->open.v, run->open.cap, run->open.n + pc->lead.n))
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        memcpy(run->open.v + run->open.n, pc->lead.v, pc->lead.n * sizeof *pc->lead.v);
+        run->open.n += pc->lead.n;
+        run->open_text += pc->lead_text;
+        if (pc->lead_closes) {
+            run->tmp.len = 0;
+            if (run->open_text > 0) {
+                if ((rc = finish_doc(run->t, run->o, run->h, &run->open.v, &run->open.n,
+                                     &run->open.cap, &job->chunk, &run->tmp, e)) ||
+                    (rc = run->sink(run->arg, run->tmp.p, run->tmp.len, 1, run->open.n, e)))
+                    return rc;
+                a->docs++;
+                a->ids += run->open.n;
+            }
+            run->open.n = 0;
+            run->open_text = 0;
+        }
+    }
+    if ((rc = run->sink(run->arg, res->out.p, res->out.len, b->docs, b->ids, e)))
+        return rc;
+    if (pc->has_trail) {
+        if (keep_piece(&run->open, pc->trail.v, pc->trail.n))
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        run->open_text = pc->trail_text;
+    }
+    return 0;
 }
 
 int tupe_encode_corpus(const tupe_tokenizer *t, tupe_corpus *c, const tupe_encode_opts *o,
                        const tupe_tok_header *h, int threads, tupe_encode_sink sink, void *arg,
                        tupe_tokstats *st, tupe_err *e)
 {
-    enc_run run = {t, o, h, sink, arg, st};
+    enc_run run = {t, o, h, sink, arg, st, {0}, 0, {0}};
     static const tupe_pipeline_ops ops = {enc_ctx_new, enc_ctx_free, enc_work, enc_consume,
                                           enc_result_free};
-    return tupe_pipeline_run(c, (size_t)1 << 20, threads, &ops, &run, e);
+    int rc = tupe_pipeline_run(c, o->chunk ? o->chunk : (size_t)1 << 20, threads, &ops, &run, e);
+    free(run.open.v);
+    tupe_buf_free(&run.tmp);
+    return rc;
 }
 
 /* ---- decoding ------------------------------------------------------------------------------ */

@@ -19,6 +19,7 @@
 #include "corpus.h"
 #include "error.h"
 #include "fileio.h"
+#include "grow.h"
 #include "pretok.h"
 #include "tokstream.h"
 #include "vocab.h"
@@ -77,6 +78,7 @@ typedef struct tupe_encode_opts {
     int add_special; /* [CLS] ... [SEP] (<s> ... </s>) around every document */
     int line_sep;    /* [SEP] (</s>) after every line of a document */
     int format;      /* enum tupe_enc_format */
+    size_t chunk;    /* bytes of text per chunk of work (0: 1 MiB) */
 } tupe_encode_opts;
 
 typedef struct tupe_buf {
@@ -88,12 +90,23 @@ int tupe_buf_reserve(tupe_buf *b, size_t extra);
 void tupe_buf_free(tupe_buf *b);
 
 /* Encode the documents of a chunk and append their output to out: token-stream records (h
- * gives the id width), or one line per document (ids, or tokens, separated by spaces).
+ * gives the id width), or one line per document (ids, or tokens, separated by spaces); the
+ * parts of documents shared with other chunks go to pc (NULL: the chunk has none).
  * In BLANK and WIKI framing a document without tokens is left out; in LINE framing every
  * line gives a document, so that output line N belongs to input line N. Invalid UTF-8 is
  * reported as "member: byte N" (TUPE_EDATA). Counts go to c->st. */
+/* The parts of a document that runs over several chunks (corpus.h): the lead piece continues
+ * the document left open by the chunks before (and may close it), the trail piece starts the
+ * one this chunk leaves open. The caller joins them in input order. */
+typedef struct tupe_enc_pieces {
+    tupe_u32vec lead, trail;
+    int has_lead, lead_closes, has_trail;
+    uint64_t lead_text, trail_text; /* ids that came from text, separators not counted */
+} tupe_enc_pieces;
+
 int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode_opts *o,
-                      const tupe_tok_header *h, const tupe_chunk *ch, tupe_buf *out, tupe_err *e);
+                      const tupe_tok_header *h, const tupe_chunk *ch, tupe_buf *out,
+                      tupe_enc_pieces *pc, tupe_err *e);
 
 /* Encode a whole corpus on `threads` threads (pipeline.h). The output of each chunk goes to
  * sink, on the calling thread and in input order, with the documents and ids it holds. The
