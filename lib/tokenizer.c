@@ -477,7 +477,9 @@ static int enc_consume(void *arg, tupe_job *job, tupe_err *e)
             run->open_text = 0;
         }
     }
-    if ((rc = run->sink(run->arg, res->out.p, res->out.len, b->docs, b->ids, e)))
+    /* a chunk in the middle of a long document writes nothing (and may have no buffer) */
+    if ((rc = run->sink(run->arg, res->out.p ? res->out.p : (const uint8_t *)"", res->out.len,
+                        b->docs, b->ids, e)))
         return rc;
     if (pc->has_trail) {
         if (keep_piece(&run->open, pc->trail.v, pc->trail.n))

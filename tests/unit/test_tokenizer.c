@@ -129,6 +129,8 @@ static tupe_buf whole;
 static int collect(void *arg, const uint8_t *buf, size_t len, uint64_t docs, uint64_t ids,
                    tupe_err *e)
 {
+    if (!len)
+        return 0;
     if (tupe_buf_reserve(&whole, len))
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     memcpy(whole.p + whole.len, buf, len);
@@ -169,7 +171,8 @@ static void long_documents_across_chunks(void)
             CHECK_INT(st.docs, 40);
             if (run == 0) {
                 want.len = 0;
-                tupe_buf_reserve(&want, whole.len);
+                CHECK_INT(tupe_buf_reserve(&want, whole.len), 0);
+                CHECK(whole.len > 0);
                 memcpy(want.p, whole.p, whole.len);
                 want.len = whole.len;
             } else {
