@@ -15,6 +15,7 @@
 #include "shardbuild.h"
 #include "shardread.h"
 #include "tokstream.h"
+#include "vocab.h"
 
 enum {
     O_OUT = 1, O_SEQLEN, O_BREAK, O_SEED, O_NOSHUF, O_VFRAC, O_VSEQ, O_SHARDS, O_VSHARDS,
@@ -60,7 +61,7 @@ static const tupe_opt cat_opts[] = {
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORMAT",
      "binary: a token stream (default); text: one\nsequence per line, ids or (with --vocab) tokens",
      "list:binary text"},
-    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "vocab.txt for --format text (must match the\nshards)", "file"},
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "vocabulary for --format text: vocab.txt or a BPE\ndirectory (must be the shards')", "file"},
     {O_EPOCH, "epoch", 0, TUPE_REQARG, "N", "the trainer's order for epoch N (default: the\nstored order)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the epoch order (default: 1)", NULL},
     {O_RANK, "rank", 0, TUPE_REQARG, "R", "only the sequences of rank R (default: 0)", NULL},
@@ -212,51 +213,29 @@ typedef struct catopts {
     uint32_t rank, world;
 } catopts;
 
-/* vocab.txt as one token per line; its hash (tupe-formats(5)) must be the shards'. */
-static int load_vocab(const char *path, const tupe_shard_meta *m, char **buf, char ***tok,
-                      tupe_err *e)
+/* The vocabulary (vocab.txt or a BPE directory) must be the one the shards were made with. */
+static int load_vocab(const char *path, const tupe_shard_meta *m, tupe_vocab **v, tupe_err *e)
 {
-    size_t len;
-    int rc = tupe_read_file(path, buf, &len, (size_t)1 << 30, e);
+    int rc = tupe_vocab_load(v, path, e);
     if (rc)
         return rc;
-    char **t = calloc(m->vocab_size ? m->vocab_size : 1, sizeof *t);
-    tupe_hasher *h = tupe_hasher_new();
-    if (!t || !h) {
-        free(t);
-        tupe_hasher_free(h);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    uint32_t n = 0;
-    for (char *p = *buf; *p && n <= m->vocab_size;) {
-        char *nl = strchr(p, '\n');
-        size_t k = nl ? (size_t)(nl - p) : strlen(p);
-        tupe_hasher_update(h, p, k);
-        tupe_hasher_update(h, "\n", 1);
-        if (n < m->vocab_size)
-            t[n] = p;
-        n++;
-        p[k] = 0;
-        p += k + (nl ? 1 : 0);
-    }
-    uint64_t hv = tupe_hasher_digest(h);
-    tupe_hasher_free(h);
-    if (n != m->vocab_size || hv != m->vocab_hash) {
+    if (tupe_vocab_size(*v) != m->vocab_size || (*v)->hash != m->vocab_hash) {
         char a[22], b[22];
-        tupe_hash_hex(hv, a);
+        tupe_hash_hex((*v)->hash, a);
         tupe_hash_hex(m->vocab_hash, b);
-        free(t);
-        return tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens, %s) is not the one the "
-                         "shards were made with (%u tokens, %s)", path, n, a, m->vocab_size, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens, %s) is not the one the "
+                       "shards were made with (%u tokens, %s)", path, tupe_vocab_size(*v), a,
+                       m->vocab_size, b);
+        tupe_vocab_free(*v);
+        *v = NULL;
     }
-    *tok = t;
-    return 0;
+    return rc;
 }
 
 typedef struct catout {
     tupe_out *o;
     tupe_tokw *w;
-    char **tok;
+    tupe_vocab *vocab;
 } catout;
 
 static int put_seq(catout *co, const uint32_t *ids, uint32_t n, tupe_err *e)
@@ -265,7 +244,7 @@ static int put_seq(catout *co, const uint32_t *ids, uint32_t n, tupe_err *e)
         return tupe_tokw_doc(co->w, ids, n, e);
     int rc = 0;
     for (uint32_t i = 0; i < n && !rc; i++)
-        rc = co->tok ? tupe_out_printf(co->o, e, i ? " %s" : "%s", co->tok[ids[i]])
+        rc = co->vocab ? tupe_out_printf(co->o, e, i ? " %s" : "%s", tupe_vocab_token(co->vocab, ids[i]))
                      : tupe_out_printf(co->o, e, i ? " %u" : "%u", ids[i]);
     return rc ? rc : tupe_out_write(co->o, "\n", 1, e);
 }
@@ -346,10 +325,9 @@ static int do_cat(tupe_cli *c, const catopts *a)
         return tupe_cli_usage(c, "--epoch needs tupe shards, not a Megatron export");
     }
     catout co = {NULL, NULL, NULL};
-    char *vbuf = NULL;
     int rc = 0;
     if (a->vocab)
-        rc = load_vocab(a->vocab, &m, &vbuf, &co.tok, &e);
+        rc = load_vocab(a->vocab, &m, &co.vocab, &e);
     if (!rc && a->text) {
         rc = tupe_out_open(&co.o, a->out, &e);
     } else if (!rc) {
@@ -373,8 +351,7 @@ static int do_cat(tupe_cli *c, const catopts *a)
         else
             rc = tupe_out_commit(co.o, &e);
     }
-    free(co.tok);
-    free(vbuf);
+    tupe_vocab_free(co.vocab);
     tupe_shard_meta_free(&m);
     return rc ? tupe_cli_error(c, &e) : 0;
 }
