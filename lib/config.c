@@ -263,6 +263,15 @@ static void fmt_real(char *dst, size_t cap, double x)
         if (strtod(dst, NULL) == x)
             break;
     }
+    /* "1e-05" -> "1e-5", as the presets write it */
+    char *ex = strchr(dst, 'e');
+    if (ex) {
+        char *d = ex + 1 + (ex[1] == '-' || ex[1] == '+');
+        char *z = d;
+        while (*z == '0' && z[1])
+            z++;
+        memmove(d, z, strlen(z) + 1);
+    }
     if (!strpbrk(dst, ".eEn"))
         strncat(dst, ".0", cap - strlen(dst) - 1);
 }

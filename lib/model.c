@@ -468,6 +468,7 @@ static void position_fwd(tupe_model *m)
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
                        tupe_err *e)
 {
+    m->have_fwd = 0;
     int rc = check_batch(m, b, e);
     if (rc)
         return rc;
@@ -483,7 +484,6 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     if (st)
         m->step = *st;
     m->sample_offset = b->sample_offset;
-    m->have_fwd = 0;
     m->has_types = b->types != NULL && c->type_vocab_size > 0;
 
     be->upload(be, m->i_ids, b->ids, (size_t)N, TUPE_I32);
