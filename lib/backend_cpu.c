@@ -31,22 +31,27 @@ static void span(size_t n, int parts, int i, size_t align, size_t *lo, size_t *h
     *hi = b * align < n ? b * align : n;
 }
 
-/* Dropout keep decisions of elements g0 .. g0+n-1 of a site as bytes 0/1. */
+/* Rows longer than this are handled in pieces wherever a mask buffer is needed. */
+#define MASK_CHUNK 2048
+
+/* Dropout keep decisions of elements g0 .. g0+n-1 (n <= MASK_CHUNK) of a site as bytes 0/1.
+ * The Philox blocks are computed in a vectorized loop, then spread to bytes. */
 static void drop_mask(const tupe_drop *d, uint32_t thr, uint64_t g0, size_t n, uint8_t *m)
 {
-    size_t i = 0;
-    while (i < n) {
-        uint64_t g = g0 + i, blk = g >> 3;
-        uint32_t bits = tupe_dropout_bits8(d->seed, d->step, d->site, blk, thr);
-        for (unsigned k = (unsigned)(g & 7); k < 8 && i < n; k++, i++)
-            m[i] = (uint8_t)((bits >> k) & 1u);
+    uint32_t bits[MASK_CHUNK / 8 + 2];
+    uint64_t b0 = g0 >> 3, seed = d->seed;
+    size_t nb = (size_t)(((g0 + n + 7) >> 3) - b0), off = (size_t)(g0 & 7);
+    uint32_t step = d->step, site = d->site;
+#pragma omp simd
+    for (size_t k = 0; k < nb; k++)
+        bits[k] = tupe_dropout_bits8(seed, step, site, b0 + k, thr);
+    for (size_t i = 0; i < n; i++) {
+        size_t q = i + off;
+        m[i] = (uint8_t)((bits[q >> 3] >> (q & 7)) & 1u);
     }
 }
 
 static int drop_on(const tupe_drop *d) { return d && d->p > 0; }
-
-/* Rows longer than this are handled in pieces wherever a mask buffer is needed. */
-#define MASK_CHUNK 2048
 
 static tupe_dev *cpu_alloc(tupe_backend *be, size_t bytes)
 {
@@ -76,7 +81,7 @@ static size_t cpu_attn_scratch(tupe_backend *be, int T)
 #define real float
 #define R(name) name##_f32
 #define GEMM cblas_sgemm
-#define EXP expf
+#define EXP tupe_expf
 #define LOG logf
 #define SQRT sqrtf
 #define TANH tanhf
@@ -231,6 +236,7 @@ static double R(sumsq)(tupe_backend *be, const tupe_dev *x, size_t n)
     for (size_t c = 0; c < nc; c++) {
         size_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
         double s = 0;
+#pragma omp simd reduction(+ : s)
         for (size_t i = lo; i < hi; i++)
             s += (double)p[i] * (double)p[i];
         part[c] = s;
@@ -305,6 +311,7 @@ static void R(act_block)(real *a, const real *y, int r0, int r1, int c0, int c1,
             const real *yr = y + (size_t)r * ld;
             real *ar = a + (size_t)r * ld;
             if (act == TUPE_ACT_GELU) {
+#pragma omp simd
                 for (int j = c; j < ce; j++)
                     ar[j] = GELU(yr[j]);
             } else if (act == TUPE_ACT_TANH) {
@@ -316,6 +323,7 @@ static void R(act_block)(real *a, const real *y, int r0, int r1, int c0, int c1,
             if (thr) {
                 drop_mask(drop, thr, drop->base + (uint64_t)r * ld + (uint64_t)c, (size_t)(ce - c),
                           mask);
+#pragma omp simd
                 for (int j = c; j < ce; j++)
                     ar[j] = mask[j - c] ? ar[j] * sc : 0;
             }
@@ -341,6 +349,7 @@ static void R(linear_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *a_, const tu
         if (b)
             for (int r = r0; r < r1; r++) {
                 real *yr = y + (size_t)r * out;
+#pragma omp simd
                 for (int c = c0; c < c1; c++)
                     yr[c] += b[c];
             }
@@ -361,6 +370,7 @@ static void R(colsum)(tupe_backend *be, real *db, const real *dy, int N, int D)
         span((size_t)D, parts, p, 16, &lo, &hi);
         for (int r = 0; r < N; r++) {
             const real *row = dy + (size_t)r * D;
+#pragma omp simd
             for (size_t c = lo; c < hi; c++)
                 db[c] += row[c];
         }
@@ -414,10 +424,12 @@ static void R(act_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *y_, size_
         uint8_t mask[MASK_CHUNK];
         if (thr) {
             drop_mask(drop, thr, drop->base + lo, hi - lo, mask);
+#pragma omp simd
             for (size_t i = lo; i < hi; i++)
                 d[i] = mask[i - lo] ? d[i] * sc : 0;
         }
         if (act == TUPE_ACT_GELU)
+#pragma omp simd
             for (size_t i = lo; i < hi; i++)
                 d[i] *= GELU_GRAD(y[i]);
         else if (act == TUPE_ACT_TANH)
@@ -435,15 +447,18 @@ static real R(ln_row)(real *y, real *xh, const real *r, const real *g, const rea
                       real eps)
 {
     real mean = 0, var = 0;
+#pragma omp simd reduction(+ : mean)
     for (int j = 0; j < D; j++)
         mean += r[j];
     mean /= (real)D;
+#pragma omp simd reduction(+ : var)
     for (int j = 0; j < D; j++) {
         real t = r[j] - mean;
         var += t * t;
     }
     var /= (real)D;
     real rs = 1 / SQRT(var + eps);
+#pragma omp simd
     for (int j = 0; j < D; j++) {
         real h = (r[j] - mean) * rs;
         xh[j] = h;
@@ -457,6 +472,7 @@ static void R(ln_row_bwd)(real *dx, real beta, const real *dy, const real *xh, r
                           const real *gamma, int D)
 {
     real mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
     for (int j = 0; j < D; j++) {
         real g = dy[j] * gamma[j];
         mg += g;
@@ -465,9 +481,11 @@ static void R(ln_row_bwd)(real *dx, real beta, const real *dy, const real *xh, r
     mg /= (real)D;
     mgx /= (real)D;
     if (beta == 0) {
+#pragma omp simd
         for (int j = 0; j < D; j++)
             dx[j] = rs * (dy[j] * gamma[j] - mg - xh[j] * mgx);
     } else {
+#pragma omp simd
         for (int j = 0; j < D; j++)
             dx[j] = beta * dx[j] + rs * (dy[j] * gamma[j] - mg - xh[j] * mgx);
     }
@@ -486,6 +504,7 @@ static void R(ln_param_grad)(tupe_backend *be, real *dg, real *db, const real *d
         span((size_t)D, parts, p, 16, &lo, &hi);
         for (int r = 0; r < N; r++) {
             const real *a = dy + (size_t)r * D, *x = xh + (size_t)r * D;
+#pragma omp simd
             for (size_t c = lo; c < hi; c++) {
                 dg[c] += a[c] * x[c];
                 db[c] += a[c];
@@ -735,18 +754,22 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
             real *s = S + (size_t)i * T;
             if (bias) {
                 const real *bb = bias + ((size_t)h * T + i) * T;
+#pragma omp simd
                 for (int j = 0; j < L; j++)
                     s[j] += bb[j];
             }
             real mx = s[0];
+#pragma omp simd reduction(max : mx)
             for (int j = 1; j < L; j++)
                 mx = s[j] > mx ? s[j] : mx;
             real sum = 0;
+#pragma omp simd reduction(+ : sum)
             for (int j = 0; j < L; j++) {
                 s[j] = EXP(s[j] - mx);
                 sum += s[j];
             }
             real inv = 1 / sum;
+#pragma omp simd
             for (int j = 0; j < L; j++)
                 s[j] *= inv;
             for (int j = L; j < T; j++)
@@ -760,6 +783,7 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
                 for (int c = 0; c < L; c += MASK_CHUNK) {
                     int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
                     drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), mask);
+#pragma omp simd
                     for (int j = c; j < ce; j++)
                         pd[(size_t)i * T + j] = mask[j - c] ? S[(size_t)i * T + j] * sc : 0;
                 }
@@ -798,6 +822,7 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
                 for (int c = 0; c < L; c += MASK_CHUNK) {
                     int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
                     drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), mask);
+#pragma omp simd
                     for (int j = c; j < ce; j++) {
                         size_t o = (size_t)i * T + j;
                         pd[o] = mask[j - c] ? S[o] * sc : 0;
@@ -816,8 +841,10 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
             real *s = S + (size_t)i * T;
             const real *d = dp + (size_t)i * T;
             real dot = 0;
+#pragma omp simd reduction(+ : dot)
             for (int j = 0; j < L; j++)
                 dot += s[j] * d[j];
+#pragma omp simd
             for (int j = 0; j < L; j++)
                 s[j] = s[j] * (d[j] - dot);
         }
@@ -840,6 +867,7 @@ static void R(bias_grad)(tupe_backend *be, tupe_dev *G_, const tupe_dev *dS_, in
         real *g = G + (size_t)hi * T;
         for (int bi = 0; bi < B; bi++) {
             const real *s = dS + (((size_t)bi * H + h) * T + i) * T;
+#pragma omp simd
             for (int j = 0; j < T; j++)
                 g[j] += s[j];
         }
@@ -978,13 +1006,14 @@ static double R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logi
     for (int m = 0; m < M; m++) {
         const real *l = lg + (size_t)m * V;
         real mx = l[0];
-        int arg = 0;
+#pragma omp simd reduction(max : mx)
         for (int v = 1; v < V; v++)
-            if (l[v] > mx) {
-                mx = l[v];
-                arg = v;
-            }
+            mx = l[v] > mx ? l[v] : mx;
+        int arg = 0;
+        while (arg < V - 1 && l[arg] != mx)
+            arg++;
         real s = 0;
+#pragma omp simd reduction(+ : s)
         for (int v = 0; v < V; v++)
             s += EXP(l[v] - mx);
         lse[m] = mx + LOG(s);
@@ -1008,6 +1037,7 @@ static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
     for (int m = 0; m < M; m++) {
         const real *l = lg + (size_t)m * V;
         real *o = d + (size_t)m * V, z = lse[m];
+#pragma omp simd
         for (int v = 0; v < V; v++)
             o[v] = s * EXP(l[v] - z);
         o[labels[m]] -= s;
@@ -1045,7 +1075,7 @@ static void R(adamw)(tupe_backend *be, tupe_dev *p_, const tupe_dev *g_, tupe_de
     const real *g = (const real *)g_;
     real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)a->gscale;
     real decay = (real)(a->lr * a->wd), step = (real)a->step_size;
-#pragma omp parallel for num_threads(be->nthreads) schedule(static)
+#pragma omp parallel for simd num_threads(be->nthreads) schedule(static)
     for (size_t i = 0; i < n; i++) {
         ADAMW(p + i, m + i, v + i, g[i] * gs, b1, b2, eps, decay, step);
     }
