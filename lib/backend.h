@@ -75,9 +75,10 @@ struct tupe_backend {
     /* a = drop(act(y)) over n elements (the recomputation behind linear_fwd's a). */
     void (*act_fwd)(tupe_backend *be, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                     const tupe_drop *drop);
-    /* d <- d * dropmask * act'(y), y the pre-activation. */
-    void (*act_bwd)(tupe_backend *be, tupe_dev *d, const tupe_dev *y, size_t n, int act,
-                    const tupe_drop *drop);
+    /* d <- d * dropmask * act'(y), y the pre-activation; when a is not NULL, also
+     * a = drop(act(y)) (the activation, recomputed in the same pass). */
+    void (*act_bwd)(tupe_backend *be, tupe_dev *d, tupe_dev *a, const tupe_dev *y, size_t n,
+                    int act, const tupe_drop *drop);
 
     /* ---- layer normalization (rows of D; xhat and rstd are kept for the backward) ---- */
     void (*ln_fwd)(tupe_backend *be, tupe_dev *y, tupe_dev *xhat, tupe_dev *rstd,

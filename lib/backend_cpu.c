@@ -86,7 +86,7 @@ static size_t cpu_attn_scratch(tupe_backend *be, int T)
 #define SQRT sqrtf
 #define TANH tanhf
 #define GELU tupe_gelu_f
-#define GELU_GRAD tupe_gelu_grad_f
+#define GELU_FG tupe_gelu_fg_f
 #define HOST_DT TUPE_F32
 #define ADAMW tupe_adamw_f
 #include "backend_cpu.c"
@@ -98,7 +98,7 @@ static size_t cpu_attn_scratch(tupe_backend *be, int T)
 #undef SQRT
 #undef TANH
 #undef GELU
-#undef GELU_GRAD
+#undef GELU_FG
 #undef HOST_DT
 #undef ADAMW
 
@@ -110,7 +110,7 @@ static size_t cpu_attn_scratch(tupe_backend *be, int T)
 #define SQRT sqrt
 #define TANH tanh
 #define GELU tupe_gelu_d
-#define GELU_GRAD tupe_gelu_grad_d
+#define GELU_FG tupe_gelu_fg_d
 #define HOST_DT TUPE_F64
 #define ADAMW tupe_adamw_d
 #include "backend_cpu.c"
@@ -410,10 +410,10 @@ static void R(act_fwd)(tupe_backend *be, tupe_dev *a, const tupe_dev *y, size_t 
     }
 }
 
-static void R(act_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *y_, size_t n, int act,
-                       const tupe_drop *drop)
+static void R(act_bwd)(tupe_backend *be, tupe_dev *d_, tupe_dev *a_, const tupe_dev *y_, size_t n,
+                       int act, const tupe_drop *drop)
 {
-    real *d = (real *)d_;
+    real *d = (real *)d_, *a = (real *)a_;
     const real *y = (const real *)y_;
     uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
     real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
@@ -422,21 +422,41 @@ static void R(act_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *y_, size_
     for (size_t c = 0; c < nchunks; c++) {
         size_t lo = c * MASK_CHUNK, hi = lo + MASK_CHUNK < n ? lo + MASK_CHUNK : n;
         uint8_t mask[MASK_CHUNK];
-        if (thr) {
+        if (thr)
             drop_mask(drop, thr, drop->base + lo, hi - lo, mask);
+        else
+            memset(mask, 1, hi - lo);
+        if (act == TUPE_ACT_GELU) {
+            if (a) {
 #pragma omp simd
-            for (size_t i = lo; i < hi; i++)
-                d[i] = mask[i - lo] ? d[i] * sc : 0;
-        }
-        if (act == TUPE_ACT_GELU)
+                for (size_t i = lo; i < hi; i++) {
+                    real g, v = GELU_FG(y[i], &g), k = mask[i - lo] ? sc : 0;
+                    a[i] = v * k;
+                    d[i] *= g * k;
+                }
+            } else {
 #pragma omp simd
-            for (size_t i = lo; i < hi; i++)
-                d[i] *= GELU_GRAD(y[i]);
-        else if (act == TUPE_ACT_TANH)
-            for (size_t i = lo; i < hi; i++) {
-                real t = TANH(y[i]);
-                d[i] *= 1 - t * t;
+                for (size_t i = lo; i < hi; i++) {
+                    real g;
+                    (void)GELU_FG(y[i], &g);
+                    d[i] *= g * (mask[i - lo] ? sc : 0);
+                }
             }
+        } else {
+            for (size_t i = lo; i < hi; i++) {
+                real k = mask[i - lo] ? sc : 0;
+                if (act == TUPE_ACT_TANH) {
+                    real t = TANH(y[i]);
+                    d[i] *= (1 - t * t) * k;
+                    if (a)
+                        a[i] = t * k;
+                } else {
+                    d[i] *= k;
+                    if (a)
+                        a[i] = y[i] * k;
+                }
+            }
+        }
     }
 }
 

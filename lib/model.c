@@ -35,7 +35,7 @@ struct tupe_model {
     tupe_dev **hs;
     tupe_dev *emb_xh, *emb_rs;
     layer_acts *la;
-    tupe_dev *g_nf, *tmp_nd, *attn_scr;
+    tupe_dev *g_nf, *dh_nf, *tmp_nd, *attn_scr;
     tupe_dev *dY, *dR, *dBr, *dctx, *dqkv;
     /* positional terms */
     tupe_dev *p_y, *p_xh, *p_rs, *pq, *pk, *pA, *bias, *G, *dA, *dpq, *dpk, *dpy;
@@ -187,6 +187,7 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
         plan_r(m, &a->rs2, N);
     }
     plan_r(m, &m->g_nf, N * F);
+    plan_r(m, &m->dh_nf, N * F);
     plan_r(m, &m->tmp_nd, N * D);
     plan_r(m, &m->attn_scr, be->attn_scratch(be, (int)Tc));
     plan_r(m, &m->dY, N * D);
@@ -632,7 +633,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
                            PAR(y->word), M, D, V);
             be->ln_bwd(be, m->dh2, 0, GRD(y->mlm_ln_g), GRD(y->mlm_ln_b), m->dh1, m->hxh, m->hrs,
                        PAR(y->mlm_ln_g), M, D);
-            be->act_bwd(be, m->dh2, m->ht, (size_t)M * D, TUPE_ACT_GELU, NULL);
+            be->act_bwd(be, m->dh2, NULL, m->ht, (size_t)M * D, TUPE_ACT_GELU, NULL);
             be->linear_bwd(be, m->dh1, 0, GRD(y->mlm_w), GRD(y->mlm_b), m->dh2, m->hm,
                            PAR(y->mlm_w), M, D, D);
             be->scatter_rows(be, m->dY, m->dh1, (const int32_t *)m->i_mpos, M, D);
@@ -647,7 +648,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         be->linear_bwd(be, m->dh1, 0, GRD(y->out_w), GRD(y->out_b), m->logits, m->hg,
                        PAR(y->out_w), B, D, C);
         d = mkdrop(m, c->classifier_dropout, SITE_CLS, (uint64_t)D);
-        be->act_bwd(be, m->dh1, m->ht, (size_t)B * D, TUPE_ACT_TANH, &d);
+        be->act_bwd(be, m->dh1, NULL, m->ht, (size_t)B * D, TUPE_ACT_TANH, &d);
         be->linear_bwd(be, m->dh2, 0, GRD(y->cls_w), GRD(y->cls_b), m->dh1, m->hm, PAR(y->cls_w),
                        B, D, D);
         be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_cls, B, D);
@@ -667,12 +668,12 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         d = mkdrop(m, c->hidden_dropout, layer_site(l, K_FFN), (uint64_t)T * D);
         be->resid_ln_bwd(be, m->dR, m->dBr, GRD(o->ln2_g), GRD(o->ln2_b), m->dY, a->xh2, a->rs2,
                          PAR(o->ln2_g), N, D, &d);
+        /* dh = (dBr W2) GELU'(h), with GELU(h) recomputed in the same pass for dW2. */
         tupe_drop da = mkdrop(m, c->activation_dropout, layer_site(l, K_ACT), (uint64_t)T * F);
-        be->act_fwd(be, m->g_nf, a->h, (size_t)N * F, TUPE_ACT_GELU, &da);
-        be->linear_bwd(be, m->g_nf, 0, GRD(o->f2_w), GRD(o->f2_b), m->dBr, m->g_nf, PAR(o->f2_w),
-                       N, F, D);
-        be->act_bwd(be, m->g_nf, a->h, (size_t)N * F, TUPE_ACT_GELU, &da);
-        be->linear_bwd(be, m->dR, 1, GRD(o->f1_w), GRD(o->f1_b), m->g_nf, a->y1, PAR(o->f1_w), N,
+        be->linear_bwd(be, m->dh_nf, 0, NULL, NULL, m->dBr, NULL, PAR(o->f2_w), N, F, D);
+        be->act_bwd(be, m->dh_nf, m->g_nf, a->h, (size_t)N * F, TUPE_ACT_GELU, &da);
+        be->linear_bwd(be, NULL, 0, GRD(o->f2_w), GRD(o->f2_b), m->dBr, m->g_nf, NULL, N, F, D);
+        be->linear_bwd(be, m->dR, 1, GRD(o->f1_w), GRD(o->f1_b), m->dh_nf, a->y1, PAR(o->f1_w), N,
                        D, F);
         d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
         be->resid_ln_bwd(be, m->dY, m->dBr, GRD(o->ln1_g), GRD(o->ln1_b), m->dR, a->xh1, a->rs1,

@@ -79,13 +79,11 @@ double tupe_grad_norm(tupe_model *m)
     return sqrt(be->sumsq(be, tupe_model_grads(m), tupe_model_layout(m)->total));
 }
 
-double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)
+void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
 {
     tupe_model *m = o->m;
     tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
-    if (grad_norm < 0)
-        grad_norm = tupe_grad_norm(m);
     o->t++;
     double t = (double)o->t;
     tupe_adamw_args a;
@@ -97,8 +95,10 @@ double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)
     a.gscale = 1.0;
     if (o->cfg.clip > 0 && isfinite(grad_norm))
         a.gscale = fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
+    if (hi > lay->total)
+        hi = lay->total;
     /* Runs of tensors with the same decay, over the flat buffers (the alignment gaps between
-     * tensors hold zeros and stay zero). */
+     * tensors hold zeros and stay zero), cut to [lo, hi). */
     tupe_dev *p = tupe_model_params(m), *g = tupe_model_grads(m);
     size_t i = 0;
     while (i < lay->count) {
@@ -106,11 +106,23 @@ double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)
         size_t j = i + 1;
         while (j < lay->count && (o->cfg.exclude_ln_bias && lay->t[j].no_decay) == nd)
             j++;
-        size_t lo = lay->t[i].offset, hi = lay->t[j - 1].offset + lay->t[j - 1].numel;
-        a.wd = nd ? 0.0 : o->cfg.weight_decay;
-        be->adamw(be, tupe_dev_at(be, p, lo), tupe_dev_at(be, g, lo), tupe_dev_at(be, o->m1, lo),
-                  tupe_dev_at(be, o->m2, lo), hi - lo, &a);
+        size_t a0 = lay->t[i].offset, a1 = j < lay->count ? lay->t[j].offset : lay->total;
+        a0 = a0 > lo ? a0 : lo;
+        a1 = a1 < hi ? a1 : hi;
+        if (a1 > a0) {
+            a.wd = nd ? 0.0 : o->cfg.weight_decay;
+            be->adamw(be, tupe_dev_at(be, p, a0), tupe_dev_at(be, g, a0),
+                      tupe_dev_at(be, o->m1, a0), tupe_dev_at(be, o->m2, a0), a1 - a0, &a);
+        }
         i = j;
     }
+}
+
+double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)
+{
+    tupe_model *m = o->m;
+    if (grad_norm < 0)
+        grad_norm = tupe_grad_norm(m);
+    tupe_adamw_step_range(o, lr, grad_norm, 0, tupe_model_layout(m)->total);
     return grad_norm;
 }

@@ -48,5 +48,9 @@ double tupe_grad_norm(tupe_model *m);
 /* One update with learning rate lr: clips by the global norm (computed here unless
  * grad_norm >= 0 is given), then AdamW on every parameter. Returns the norm before clipping. */
 double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm);
+/* The same update restricted to elements [lo, hi) of the flat buffers (a data-parallel rank's
+ * shard of the optimizer, ZeRO-1 style); grad_norm must be the global norm (>= 0). Every rank
+ * calls it once per step, so the step count advances as in tupe_adamw_step. */
+void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi);
 
 #endif

@@ -49,23 +49,42 @@ TUPE_HD float tupe_erff(float x)
     return x < 0 ? -r : r;
 }
 
-/* ---- GELU, exact (erf) form as fairseq and PyTorch compute it ---------------------------- */
+/* ---- GELU, exact (erf) form as fairseq and PyTorch compute it ----------------------------
+ * GELU(x) = x Phi(x), GELU'(x) = Phi(x) + x phi(x). The _fg forms give both from one erf and
+ * one exp, with the same value as the plain form (the backward recomputes the activation). */
 
-TUPE_HD float tupe_gelu_f(float x) { return 0.5f * x * (1.0f + tupe_erff(x * 0.70710678118654752440f)); }
-TUPE_HD double tupe_gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+TUPE_HD float tupe_gelu_f(float x)
+{
+    return x * (0.5f * (1.0f + tupe_erff(x * 0.70710678118654752440f)));
+}
+TUPE_HD double tupe_gelu_d(double x) { return x * (0.5 * (1.0 + erf(x * 0.70710678118654752440))); }
 
-/* d/dx GELU(x) = Phi(x) + x phi(x). */
-TUPE_HD float tupe_gelu_grad_f(float x)
+TUPE_HD float tupe_gelu_fg_f(float x, float *grad)
 {
     float cdf = 0.5f * (1.0f + tupe_erff(x * 0.70710678118654752440f));
     float pdf = 0.39894228040143267794f * tupe_expf(-0.5f * x * x);
-    return cdf + x * pdf;
+    *grad = cdf + x * pdf;
+    return x * cdf;
 }
-TUPE_HD double tupe_gelu_grad_d(double x)
+TUPE_HD double tupe_gelu_fg_d(double x, double *grad)
 {
     double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
     double pdf = 0.39894228040143267794 * exp(-0.5 * x * x);
-    return cdf + x * pdf;
+    *grad = cdf + x * pdf;
+    return x * cdf;
+}
+
+TUPE_HD float tupe_gelu_grad_f(float x)
+{
+    float g;
+    (void)tupe_gelu_fg_f(x, &g);
+    return g;
+}
+TUPE_HD double tupe_gelu_grad_d(double x)
+{
+    double g;
+    (void)tupe_gelu_fg_d(x, &g);
+    return g;
 }
 
 /* ---- dropout ------------------------------------------------------------------------------

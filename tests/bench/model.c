@@ -37,6 +37,16 @@ static double rss_mib(void)
     return (double)b * 4096.0 / (1 << 20);
 }
 
+/* CPU time of the process (all threads): with OMP_WAIT_POLICY=passive, the work done,
+ * whatever else the machine is running. */
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -162,7 +172,10 @@ int main(int argc, char **argv)
     tupe_batch b = {B, T, ids, len, NULL, M, pos, lab, NULL, NULL, 0, 0};
     tupe_schedule sch = {1e-4, 0, 10000, 1000000, 1};
     double *times = malloc(sizeof(double) * (size_t)(steps > 0 ? steps : 1));
+    double cpu0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup)
+            cpu0 = cpu_seconds();
         double t0 = tupe_now();
         tupe_step st = {1, (uint32_t)s};
         tupe_model_zero_grad(m);
@@ -174,6 +187,7 @@ int main(int argc, char **argv)
         if (s >= warmup)
             times[s - warmup] = tupe_now() - t0;
     }
+    double cpu = (cpu_seconds() - cpu0) / steps;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak = (double)ru.ru_maxrss / 1024.0;
@@ -189,9 +203,10 @@ int main(int argc, char **argv)
     printf("{\"preset\": \"%s\", \"variant\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, "
            "\"steps\": %d, \"step_s\": %.4f, \"step_s_min\": %.4f, \"tokens_per_s\": %.1f, "
            "\"tokens_per_s_best\": %.1f, \"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, "
-           "\"params\": %zu, \"gflop_per_step\": %.1f, \"gflops\": %.1f, \"gflops_best\": %.1f}\n",
+           "\"params\": %zu, \"gflop_per_step\": %.1f, \"gflops\": %.1f, \"gflops_best\": %.1f, "
+           "\"cpu_s\": %.4f}\n",
            preset, variant, B, T, threads, steps, med, mn, B * T / med, B * T / mn, peak, base,
-           tupe_model_layout(m)->nparams, fl / 1e9, fl / med / 1e9, fl / mn / 1e9);
+           tupe_model_layout(m)->nparams, fl / 1e9, fl / med / 1e9, fl / mn / 1e9, cpu);
     free(times), free(ids), free(len), free(pos), free(lab);
     tupe_adamw_free(o);
     tupe_model_free(m);

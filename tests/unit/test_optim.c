@@ -133,5 +133,58 @@ static void bad_settings(void)
     tupe_backend_destroy(be);
 }
 
-UNIT_MAIN(T(schedule), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
+/* Two shards updated separately equal one full update (ZeRO-1 style optimizer sharding). */
+static void adamw_range_shards(void)
+{
+    tupe_backend *be;
+    tupe_err e;
+    CHECK_INT(tupe_backend_create(&be, "cpu", 0, &e), 0);
+    tupe_config c;
+    tupe_config_default(&c);
+    c.vocab_size = 30;
+    c.hidden_size = 16;
+    c.num_layers = 1;
+    c.num_heads = 2;
+    c.intermediate_size = 32;
+    c.max_position = 8;
+    tupe_capacity cap = {2, 8, 0};
+    tupe_model *m[2];
+    tupe_adamw *o[2];
+    tupe_adamw_cfg oc;
+    tupe_adamw_defaults(&oc);
+    oc.exclude_ln_bias = 1;
+    int32_t ids[16] = {2, 5, 6, 7, 8, 9, 10, 11, 2, 12, 13, 14, 0, 0, 0, 0}, len[2] = {8, 5};
+    int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6};
+    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        CHECK_INT(tupe_model_create(&m[k], &c, be, &cap, &e), 0);
+        CHECK_INT(tupe_model_init(m[k], 3, &e), 0);
+        CHECK_INT(tupe_adamw_create(&o[k], m[k], &oc, &e), 0);
+    }
+    size_t n = tupe_model_layout(m[0])->total, cut = n / 3 + 5;
+    for (int step = 1; step <= 2; step++) {
+        for (int k = 0; k < 2; k++) {
+            tupe_model_zero_grad(m[k]);
+            CHECK_INT(tupe_model_forward(m[k], &b, NULL, NULL, &e), 0);
+            CHECK_INT(tupe_model_backward(m[k], &e), 0);
+        }
+        double gn = tupe_grad_norm(m[1]);
+        tupe_adamw_step(o[0], 1e-2, -1);
+        tupe_adamw_step_range(o[1], 1e-2, gn, 0, cut);
+        tupe_adamw_set_steps(o[1], tupe_adamw_steps(o[1]) - 1);
+        tupe_adamw_step_range(o[1], 1e-2, gn, cut, n);
+    }
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    be->download(be, x, tupe_model_params(m[0]), n, TUPE_F32);
+    be->download(be, y, tupe_model_params(m[1]), n, TUPE_F32);
+    CHECK(memcmp(x, y, n * sizeof *x) == 0);
+    free(x), free(y);
+    for (int k = 0; k < 2; k++) {
+        tupe_adamw_free(o[k]);
+        tupe_model_free(m[k]);
+    }
+    tupe_backend_destroy(be);
+}
+
+UNIT_MAIN(T(schedule), T(adamw_range_shards), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
           T(bad_settings))
