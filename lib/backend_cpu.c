@@ -162,6 +162,27 @@ int tupe_backend_cpu_create(tupe_backend **out, int precision_bytes, int threads
 
 #else /* ---- the operations, for one `real` type ------------------------------------------ */
 
+/* dst[j] = src[j] / (1 - p) where element g0 + j of the site is kept, else 0 (j < n; dst may be
+ * src). Without dropout, a copy. */
+static void R(drop_apply)(real *dst, const real *src, const tupe_drop *d, uint64_t g0, size_t n)
+{
+    if (!drop_on(d)) {
+        if (dst != src)
+            memmove(dst, src, n * sizeof(real));
+        return;
+    }
+    uint32_t thr = tupe_dropout_thr(d->p);
+    real sc = (real)tupe_dropout_scale(thr);
+    uint8_t mask[MASK_CHUNK];
+    for (size_t c = 0; c < n; c += MASK_CHUNK) {
+        size_t ce = c + MASK_CHUNK < n ? c + MASK_CHUNK : n;
+        drop_mask(d, thr, g0 + c, ce - c, mask);
+#pragma omp simd
+        for (size_t j = c; j < ce; j++)
+            dst[j] = mask[j - c] ? src[j] * sc : 0;
+    }
+}
+
 static void R(upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt)
 {
     (void)be;
@@ -302,32 +323,22 @@ static void R(gemm)(tupe_backend *be, int ta, int tb, int M, int N, int K, doubl
 static void R(act_block)(real *a, const real *y, int r0, int r1, int c0, int c1, int ld, int act,
                          const tupe_drop *drop)
 {
-    uint8_t mask[MASK_CHUNK];
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = drop_on(drop) ? (real)tupe_dropout_scale(thr) : 1;
     for (int r = r0; r < r1; r++) {
-        for (int c = c0; c < c1; c += MASK_CHUNK) {
-            int ce = c + MASK_CHUNK < c1 ? c + MASK_CHUNK : c1;
-            const real *yr = y + (size_t)r * ld;
-            real *ar = a + (size_t)r * ld;
-            if (act == TUPE_ACT_GELU) {
+        const real *yr = y + (size_t)r * ld;
+        real *ar = a + (size_t)r * ld;
+        if (act == TUPE_ACT_GELU) {
 #pragma omp simd
-                for (int j = c; j < ce; j++)
-                    ar[j] = GELU(yr[j]);
-            } else if (act == TUPE_ACT_TANH) {
-                for (int j = c; j < ce; j++)
-                    ar[j] = TANH(yr[j]);
-            } else if (ar != yr) {
-                memcpy(ar + c, yr + c, (size_t)(ce - c) * sizeof(real));
-            }
-            if (thr) {
-                drop_mask(drop, thr, drop->base + (uint64_t)r * ld + (uint64_t)c, (size_t)(ce - c),
-                          mask);
-#pragma omp simd
-                for (int j = c; j < ce; j++)
-                    ar[j] = mask[j - c] ? ar[j] * sc : 0;
-            }
+            for (int j = c0; j < c1; j++)
+                ar[j] = GELU(yr[j]);
+        } else if (act == TUPE_ACT_TANH) {
+            for (int j = c0; j < c1; j++)
+                ar[j] = TANH(yr[j]);
+        } else if (ar != yr) {
+            memcpy(ar + c0, yr + c0, (size_t)(c1 - c0) * sizeof(real));
         }
+        if (drop_on(drop))
+            R(drop_apply)(ar + c0, ar + c0, drop, drop->base + (uint64_t)r * ld + (uint64_t)c0,
+                          (size_t)(c1 - c0));
     }
 }
 
@@ -358,8 +369,11 @@ static void R(linear_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *a_, const tu
     }
 }
 
-/* db[c] += sum over rows of dy[r, c], each column summed in row order by one thread. */
-static void R(colsum)(tupe_backend *be, real *db, const real *dy, int N, int D)
+/* Column sums over N rows of D: db[c] += sum_r dy[r,c] and, when dg is not NULL,
+ * dg[c] += sum_r dy[r,c] xh[r,c]; every column summed in row order by one thread, so the
+ * result does not depend on the thread count. */
+static void R(colsums)(tupe_backend *be, real *dg, real *db, const real *dy, const real *xh, int N,
+                       int D)
 {
     int parts = be->nthreads;
     if ((size_t)N * D < 1 << 14)
@@ -369,10 +383,18 @@ static void R(colsum)(tupe_backend *be, real *db, const real *dy, int N, int D)
         size_t lo, hi;
         span((size_t)D, parts, p, 16, &lo, &hi);
         for (int r = 0; r < N; r++) {
-            const real *row = dy + (size_t)r * D;
+            const real *a = dy + (size_t)r * D, *x = xh ? xh + (size_t)r * D : NULL;
+            if (dg) {
 #pragma omp simd
-            for (size_t c = lo; c < hi; c++)
-                db[c] += row[c];
+                for (size_t c = lo; c < hi; c++) {
+                    dg[c] += a[c] * x[c];
+                    db[c] += a[c];
+                }
+            } else {
+#pragma omp simd
+                for (size_t c = lo; c < hi; c++)
+                    db[c] += a[c];
+            }
         }
     }
 }
@@ -384,7 +406,7 @@ static void R(linear_bwd)(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_d
     if (dW)
         R(gemm)(be, 1, 0, out, in, N, 1.0, dy, out, x, in, 1.0, dW, in);
     if (db)
-        R(colsum)(be, (real *)db, (const real *)dy, N, out);
+        R(colsums)(be, NULL, (real *)db, (const real *)dy, NULL, N, out);
     if (dx)
         R(gemm)(be, 0, 0, N, in, out, 1.0, dy, out, W, in, dx_beta, dx, in);
 }
@@ -511,28 +533,6 @@ static void R(ln_row_bwd)(real *dx, real beta, const real *dy, const real *xh, r
     }
 }
 
-/* dgamma += sum_rows dy * xhat, dbeta += sum_rows dy (column-parallel, row order). */
-static void R(ln_param_grad)(tupe_backend *be, real *dg, real *db, const real *dy, const real *xh,
-                             int N, int D)
-{
-    int parts = be->nthreads;
-    if ((size_t)N * D < 1 << 14)
-        parts = 1;
-#pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
-    for (int p = 0; p < parts; p++) {
-        size_t lo, hi;
-        span((size_t)D, parts, p, 16, &lo, &hi);
-        for (int r = 0; r < N; r++) {
-            const real *a = dy + (size_t)r * D, *x = xh + (size_t)r * D;
-#pragma omp simd
-            for (size_t c = lo; c < hi; c++) {
-                dg[c] += a[c] * x[c];
-                db[c] += a[c];
-            }
-        }
-    }
-}
-
 static void R(ln_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *xhat_, tupe_dev *rstd_,
                       const tupe_dev *x_, const tupe_dev *g_, const tupe_dev *b_, int N, int D,
                       double eps)
@@ -553,7 +553,7 @@ static void R(ln_bwd)(tupe_backend *be, tupe_dev *dx_, double beta, tupe_dev *dg
     real *dx = (real *)dx_;
     const real *dy = (const real *)dy_, *xh = (const real *)xhat_, *rs = (const real *)rstd_,
                *g = (const real *)g_;
-    R(ln_param_grad)(be, (real *)dg_, (real *)db_, dy, xh, N, D);
+    R(colsums)(be, (real *)dg_, (real *)db_, dy, xh, N, D);
     if (!dx)
         return;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
@@ -571,23 +571,15 @@ static void R(resid_ln_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *xhat_, tup
     real *y = (real *)y_, *xh = (real *)xhat_, *rs = (real *)rstd_;
     const real *res = (const real *)res_, *a = (const real *)a_, *bias = (const real *)bias_,
                *g = (const real *)g_, *b = (const real *)b_;
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
     for (int r = 0; r < N; r++) {
         size_t o = (size_t)r * D;
         real *t = xh + o;
+#pragma omp simd
         for (int j = 0; j < D; j++)
             t[j] = a[o + j] + (bias ? bias[j] : 0);
-        if (thr) {
-            uint8_t mask[MASK_CHUNK];
-            for (int c = 0; c < D; c += MASK_CHUNK) {
-                int ce = c + MASK_CHUNK < D ? c + MASK_CHUNK : D;
-                drop_mask(drop, thr, drop->base + o + (uint64_t)c, (size_t)(ce - c), mask);
-                for (int j = c; j < ce; j++)
-                    t[j] = mask[j - c] ? t[j] * sc : 0;
-            }
-        }
+        R(drop_apply)(t, t, drop, drop ? drop->base + o : 0, (size_t)D);
+#pragma omp simd
         for (int j = 0; j < D; j++)
             t[j] += res[o + j];
         rs[r] = R(ln_row)(y + o, t, t, g, b, D, (real)eps);
@@ -602,24 +594,12 @@ static void R(resid_ln_bwd)(tupe_backend *be, tupe_dev *dsum_, tupe_dev *dbr_, t
     real *dsum = (real *)dsum_, *dbr = (real *)dbr_;
     const real *dy = (const real *)dy_, *xh = (const real *)xhat_, *rs = (const real *)rstd_,
                *g = (const real *)g_;
-    R(ln_param_grad)(be, (real *)dg_, (real *)db_, dy, xh, N, D);
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
+    R(colsums)(be, (real *)dg_, (real *)db_, dy, xh, N, D);
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
     for (int r = 0; r < N; r++) {
         size_t o = (size_t)r * D;
         R(ln_row_bwd)(dsum + o, 0, dy + o, xh + o, rs[r], g, D);
-        if (thr) {
-            uint8_t mask[MASK_CHUNK];
-            for (int c = 0; c < D; c += MASK_CHUNK) {
-                int ce = c + MASK_CHUNK < D ? c + MASK_CHUNK : D;
-                drop_mask(drop, thr, drop->base + o + (uint64_t)c, (size_t)(ce - c), mask);
-                for (int j = c; j < ce; j++)
-                    dbr[o + j] = mask[j - c] ? dsum[o + j] * sc : 0;
-            }
-        } else if (dbr != dsum) {
-            memcpy(dbr + o, dsum + o, (size_t)D * sizeof(real));
-        }
+        R(drop_apply)(dbr + o, dsum + o, drop, drop ? drop->base + o : 0, (size_t)D);
     }
 }
 
@@ -634,8 +614,6 @@ static void R(embed_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *xhat_, tupe_d
     real *y = (real *)y_, *xh = (real *)xhat_, *rs = (real *)rstd_;
     const real *word = (const real *)word_, *pos = (const real *)pos_, *tt = (const real *)tt_,
                *g = (const real *)g_, *b = (const real *)b_;
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
     for (int r = 0; r < B * T; r++) {
         int bi = r / T, t = r % T;
@@ -659,15 +637,7 @@ static void R(embed_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *xhat_, tupe_d
                 s[j] += e[j];
         }
         rs[r] = R(ln_row)(y + o, s, s, g, b, D, (real)eps);
-        if (thr) {
-            uint8_t mask[MASK_CHUNK];
-            for (int c = 0; c < D; c += MASK_CHUNK) {
-                int ce = c + MASK_CHUNK < D ? c + MASK_CHUNK : D;
-                drop_mask(drop, thr, drop->base + o + (uint64_t)c, (size_t)(ce - c), mask);
-                for (int j = c; j < ce; j++)
-                    y[o + j] = mask[j - c] ? y[o + j] * sc : 0;
-            }
-        }
+        R(drop_apply)(y + o, y + o, drop, drop ? drop->base + o : 0, (size_t)D);
     }
 }
 
@@ -681,29 +651,16 @@ static void R(embed_bwd)(tupe_backend *be, tupe_dev *dword_, tupe_dev *dpos_, tu
     const real *dy = (const real *)dy_, *xh = (const real *)xhat_, *rs = (const real *)rstd_,
                *g = (const real *)g_;
     int N = B * T, nt = be->nthreads;
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
     /* s = gradient at the LN output (dropout undone, padding zero). */
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int r = 0; r < N; r++) {
         size_t o = (size_t)r * D;
-        if (r % T >= lengths[r / T]) {
+        if (r % T >= lengths[r / T])
             memset(s + o, 0, (size_t)D * sizeof(real));
-            continue;
-        }
-        if (thr) {
-            uint8_t mask[MASK_CHUNK];
-            for (int c = 0; c < D; c += MASK_CHUNK) {
-                int ce = c + MASK_CHUNK < D ? c + MASK_CHUNK : D;
-                drop_mask(drop, thr, drop->base + o + (uint64_t)c, (size_t)(ce - c), mask);
-                for (int j = c; j < ce; j++)
-                    s[o + j] = mask[j - c] ? dy[o + j] * sc : 0;
-            }
-        } else {
-            memcpy(s + o, dy + o, (size_t)D * sizeof(real));
-        }
+        else
+            R(drop_apply)(s + o, dy + o, drop, drop ? drop->base + o : 0, (size_t)D);
     }
-    R(ln_param_grad)(be, (real *)dg_, (real *)db_, s, xh, N, D);
+    R(colsums)(be, (real *)dg_, (real *)db_, s, xh, N, D);
     /* s = gradient of the summed embedding (pad rows stay 0: their xhat and rstd are 0). */
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int r = 0; r < N; r++) {
@@ -761,8 +718,6 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
     real *ctx = (real *)ctx_, *probs = (real *)probs_, *scratch = (real *)scratch_;
     const real *qkv = (const real *)qkv_, *bias = (const real *)bias_;
     int D = H * dh, ld = 3 * D;
-    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
-    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
 #pragma omp parallel for num_threads(be->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < B * H; bh++) {
         int bi = bh / H, h = bh % H, L = lengths[bi];
@@ -796,18 +751,10 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
                 s[j] = 0;
         }
         const real *P = S;
-        if (thr) {
-            uint8_t mask[MASK_CHUNK];
-            for (int i = 0; i < T; i++) {
-                uint64_t g0 = drop->base + ((uint64_t)bh * T + i) * T;
-                for (int c = 0; c < L; c += MASK_CHUNK) {
-                    int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
-                    drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), mask);
-#pragma omp simd
-                    for (int j = c; j < ce; j++)
-                        pd[(size_t)i * T + j] = mask[j - c] ? S[(size_t)i * T + j] * sc : 0;
-                }
-            }
+        if (drop_on(drop)) {
+            for (int i = 0; i < T; i++)
+                R(drop_apply)(pd + (size_t)i * T, S + (size_t)i * T, drop,
+                              drop->base + ((uint64_t)bh * T + i) * T, (size_t)L);
             P = pd;
         }
         GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, L, 1, P, T, Vv, ld, 0,

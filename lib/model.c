@@ -317,49 +317,45 @@ static int find(tupe_model *m, const char *name, size_t n, const tupe_param **p,
     return 0;
 }
 
-int tupe_model_set(tupe_model *m, const char *name, const float *src, size_t n, tupe_err *e)
+/* One tensor between the host and the parameter (grad = 0) or gradient (grad = 1) buffer. */
+static int xfer(tupe_model *m, const char *name, void *host, size_t n, int grad, int up, int dt,
+                tupe_err *e)
 {
     const tupe_param *p;
     int rc = find(m, name, n, &p, e);
-    if (!rc)
-        m->be->upload(m->be, AT(m->params, p->offset), src, n, TUPE_F32);
-    return rc;
+    if (rc)
+        return rc;
+    tupe_dev *d = AT(grad ? m->grads : m->params, p->offset);
+    if (up)
+        m->be->upload(m->be, d, host, n, dt);
+    else
+        m->be->download(m->be, host, d, n, dt);
+    return 0;
+}
+
+int tupe_model_set(tupe_model *m, const char *name, const float *src, size_t n, tupe_err *e)
+{
+    return xfer(m, name, (void *)src, n, 0, 1, TUPE_F32, e);
 }
 
 int tupe_model_set_f64(tupe_model *m, const char *name, const double *src, size_t n, tupe_err *e)
 {
-    const tupe_param *p;
-    int rc = find(m, name, n, &p, e);
-    if (!rc)
-        m->be->upload(m->be, AT(m->params, p->offset), src, n, TUPE_F64);
-    return rc;
+    return xfer(m, name, (void *)src, n, 0, 1, TUPE_F64, e);
 }
 
 int tupe_model_get(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e)
 {
-    const tupe_param *p;
-    int rc = find(m, name, n, &p, e);
-    if (!rc)
-        m->be->download(m->be, dst, AT(m->params, p->offset), n, TUPE_F32);
-    return rc;
+    return xfer(m, name, dst, n, 0, 0, TUPE_F32, e);
 }
 
 int tupe_model_get_grad(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e)
 {
-    const tupe_param *p;
-    int rc = find(m, name, n, &p, e);
-    if (!rc)
-        m->be->download(m->be, dst, AT(m->grads, p->offset), n, TUPE_F32);
-    return rc;
+    return xfer(m, name, dst, n, 1, 0, TUPE_F32, e);
 }
 
 int tupe_model_get_grad_f64(tupe_model *m, const char *name, double *dst, size_t n, tupe_err *e)
 {
-    const tupe_param *p;
-    int rc = find(m, name, n, &p, e);
-    if (!rc)
-        m->be->download(m->be, dst, AT(m->grads, p->offset), n, TUPE_F64);
-    return rc;
+    return xfer(m, name, dst, n, 1, 0, TUPE_F64, e);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */

@@ -23,24 +23,44 @@ static void schedule(void)
     CHECK_NEAR(tupe_lr_at(&q, 5), 0.9 * 0.25 + 0.1, 1e-15);
 }
 
-static void run(int exclude, double clip)
+/* One layer, no dropout. */
+static void small_config(tupe_config *c)
 {
-    tupe_backend *be;
+    tupe_config_default(c);
+    c->vocab_size = 30;
+    c->hidden_size = 16;
+    c->num_layers = 1;
+    c->num_heads = 2;
+    c->intermediate_size = 32;
+    c->max_position = 8;
+    c->hidden_dropout = c->attention_dropout = 0;
+}
+
+/* A small initialized model on the cpu backend (created on first use). */
+static tupe_backend *be;
+static tupe_model *small_model(void)
+{
     tupe_err e;
-    CHECK_INT(tupe_backend_create(&be, "cpu", 0, &e), 0);
+    if (!be && tupe_backend_create(&be, "cpu", 0, &e) != 0)
+        exit(1);
     tupe_config c;
-    tupe_config_default(&c);
-    c.vocab_size = 30;
-    c.hidden_size = 16;
-    c.num_layers = 1;
-    c.num_heads = 2;
-    c.intermediate_size = 32;
-    c.max_position = 8;
-    c.hidden_dropout = c.attention_dropout = 0;
+    small_config(&c);
     tupe_capacity cap = {2, 8, 0};
     tupe_model *m;
-    CHECK_INT(tupe_model_create(&m, &c, be, &cap, &e), 0);
-    CHECK_INT(tupe_model_init(m, 3, &e), 0);
+    if (tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 3, &e)) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+    return m;
+}
+
+static int32_t ids[16] = {2, 5, 6, 7, 8, 9, 10, 11, 2, 12, 13, 14, 0, 0, 0, 0}, len[2] = {8, 5};
+static int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6};
+
+static void run(int exclude, double clip)
+{
+    tupe_err e;
+    tupe_model *m = small_model();
     tupe_adamw_cfg oc;
     tupe_adamw_defaults(&oc);
     oc.exclude_ln_bias = exclude;
@@ -55,8 +75,6 @@ static void run(int exclude, double clip)
     be->download(be, pf, tupe_model_params(m), n, TUPE_F32);
     for (size_t i = 0; i < n; i++)
         p[i] = pf[i];
-    int32_t ids[16] = {2, 5, 6, 7, 8, 9, 10, 11, 2, 12, 13, 14, 0, 0, 0, 0}, len[2] = {8, 5};
-    int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6};
     tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
     tupe_schedule s = {1e-2, 0, 1, 4, 1};
     for (int step = 1; step <= 3; step++) {
@@ -102,7 +120,6 @@ static void run(int exclude, double clip)
     free(p), free(mm), free(vv), free(pf), free(gf);
     tupe_adamw_free(o);
     tupe_model_free(m);
-    tupe_backend_destroy(be);
 }
 
 static void adamw_decay_all(void) { run(0, 1.0); }
@@ -111,54 +128,28 @@ static void adamw_no_clip(void) { run(0, 0); }
 
 static void bad_settings(void)
 {
-    tupe_backend *be;
     tupe_err e;
-    CHECK_INT(tupe_backend_create(&be, "cpu", 0, &e), 0);
-    tupe_config c;
-    tupe_config_default(&c);
-    c.vocab_size = 30;
-    c.hidden_size = 16;
-    c.num_layers = 1;
-    c.num_heads = 2;
-    c.intermediate_size = 32;
-    tupe_capacity cap = {1, 4, 0};
-    tupe_model *m;
-    CHECK_INT(tupe_model_create(&m, &c, be, &cap, &e), 0);
+    tupe_model *m = small_model();
     tupe_adamw_cfg oc;
     tupe_adamw_defaults(&oc);
     oc.beta2 = 1.0;
     tupe_adamw *o;
     CHECK_INT(tupe_adamw_create(&o, m, &oc, &e), TUPE_EUSAGE);
     tupe_model_free(m);
-    tupe_backend_destroy(be);
 }
 
 /* Two shards updated separately equal one full update (ZeRO-1 style optimizer sharding). */
 static void adamw_range_shards(void)
 {
-    tupe_backend *be;
     tupe_err e;
-    CHECK_INT(tupe_backend_create(&be, "cpu", 0, &e), 0);
-    tupe_config c;
-    tupe_config_default(&c);
-    c.vocab_size = 30;
-    c.hidden_size = 16;
-    c.num_layers = 1;
-    c.num_heads = 2;
-    c.intermediate_size = 32;
-    c.max_position = 8;
-    tupe_capacity cap = {2, 8, 0};
     tupe_model *m[2];
     tupe_adamw *o[2];
     tupe_adamw_cfg oc;
     tupe_adamw_defaults(&oc);
     oc.exclude_ln_bias = 1;
-    int32_t ids[16] = {2, 5, 6, 7, 8, 9, 10, 11, 2, 12, 13, 14, 0, 0, 0, 0}, len[2] = {8, 5};
-    int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6};
     tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
     for (int k = 0; k < 2; k++) {
-        CHECK_INT(tupe_model_create(&m[k], &c, be, &cap, &e), 0);
-        CHECK_INT(tupe_model_init(m[k], 3, &e), 0);
+        m[k] = small_model();
         CHECK_INT(tupe_adamw_create(&o[k], m[k], &oc, &e), 0);
     }
     size_t n = tupe_model_layout(m[0])->total, cut = n / 3 + 5;
@@ -183,7 +174,6 @@ static void adamw_range_shards(void)
         tupe_adamw_free(o[k]);
         tupe_model_free(m[k]);
     }
-    tupe_backend_destroy(be);
 }
 
 UNIT_MAIN(T(schedule), T(adamw_range_shards), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
