@@ -34,21 +34,28 @@ static void span(size_t n, int parts, int i, size_t align, size_t *lo, size_t *h
 /* Rows longer than this are handled in pieces wherever a mask buffer is needed. */
 #define MASK_CHUNK 2048
 
-/* Dropout keep decisions of elements g0 .. g0+n-1 (n <= MASK_CHUNK) of a site as bytes 0/1.
- * The Philox blocks are computed in a vectorized loop, then spread to bytes. */
-static void drop_mask(const tupe_drop *d, uint32_t thr, uint64_t g0, size_t n, uint8_t *m)
+/* Dropout keep decisions of elements g0 .. g0+n-1 (n <= MASK_CHUNK) of a site, as bytes 0/1
+ * in `buf`; returns where element g0's byte is. The Philox blocks and the spreading of their
+ * 8 bits to 8 bytes run in one vectorized loop. */
+typedef struct mask_buf {
+    uint64_t w[MASK_CHUNK / 8 + 2];
+} mask_buf;
+
+static const uint8_t *drop_mask(const tupe_drop *d, uint32_t thr, uint64_t g0, size_t n,
+                                mask_buf *buf)
 {
-    uint32_t bits[MASK_CHUNK / 8 + 2];
     uint64_t b0 = g0 >> 3, seed = d->seed;
-    size_t nb = (size_t)(((g0 + n + 7) >> 3) - b0), off = (size_t)(g0 & 7);
+    size_t nb = (size_t)(((g0 + n + 7) >> 3) - b0);
     uint32_t step = d->step, site = d->site;
+    uint64_t *w = buf->w;
 #pragma omp simd
-    for (size_t k = 0; k < nb; k++)
-        bits[k] = tupe_dropout_bits8(seed, step, site, b0 + k, thr);
-    for (size_t i = 0; i < n; i++) {
-        size_t q = i + off;
-        m[i] = (uint8_t)((bits[q >> 3] >> (q & 7)) & 1u);
+    for (size_t k = 0; k < nb; k++) {
+        uint64_t bits = tupe_dropout_bits8(seed, step, site, b0 + k, thr);
+        /* bit i to byte i: isolate each bit in its own byte, then turn nonzero bytes into 1 */
+        uint64_t y = (bits * 0x0101010101010101ull) & 0x8040201008040201ull;
+        w[k] = ((y + 0x7F7F7F7F7F7F7F7Full) & 0x8080808080808080ull) >> 7;
     }
+    return (const uint8_t *)w + (g0 & 7);
 }
 
 static int drop_on(const tupe_drop *d) { return d && d->p > 0; }
@@ -173,10 +180,10 @@ static void R(drop_apply)(real *dst, const real *src, const tupe_drop *d, uint64
     }
     uint32_t thr = tupe_dropout_thr(d->p);
     real sc = (real)tupe_dropout_scale(thr);
-    uint8_t mask[MASK_CHUNK];
+    mask_buf mb;
     for (size_t c = 0; c < n; c += MASK_CHUNK) {
         size_t ce = c + MASK_CHUNK < n ? c + MASK_CHUNK : n;
-        drop_mask(d, thr, g0 + c, ce - c, mask);
+        const uint8_t *mask = drop_mask(d, thr, g0 + c, ce - c, &mb);
 #pragma omp simd
         for (size_t j = c; j < ce; j++)
             dst[j] = mask[j - c] ? src[j] * sc : 0;
@@ -443,11 +450,12 @@ static void R(act_bwd)(tupe_backend *be, tupe_dev *d_, tupe_dev *a_, const tupe_
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
     for (size_t c = 0; c < nchunks; c++) {
         size_t lo = c * MASK_CHUNK, hi = lo + MASK_CHUNK < n ? lo + MASK_CHUNK : n;
-        uint8_t mask[MASK_CHUNK];
+        mask_buf mb;
+        const uint8_t *mask = (const uint8_t *)mb.w;
         if (thr)
-            drop_mask(drop, thr, drop->base + lo, hi - lo, mask);
+            mask = drop_mask(drop, thr, drop->base + lo, hi - lo, &mb);
         else
-            memset(mask, 1, hi - lo);
+            memset(mb.w, 1, hi - lo);
         if (act == TUPE_ACT_GELU) {
             if (a) {
 #pragma omp simd
@@ -779,7 +787,7 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
         const real *dC = dctx + (size_t)bi * T * D + (size_t)h * dh;
         real *dQ = dqkv + (size_t)bi * T * ld + (size_t)h * dh, *dK = dQ + D, *dV = dQ + 2 * D;
         real *S = probs + (size_t)bh * T * T;
-        uint8_t mask[MASK_CHUNK];
+        mask_buf mb;
         /* dPd = dctx V^T */
         GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, dh, 1, dC, D, Vv, ld, 0, dp, T);
         const real *P = S;
@@ -788,7 +796,7 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
                 uint64_t g0 = drop->base + ((uint64_t)bh * T + i) * T;
                 for (int c = 0; c < L; c += MASK_CHUNK) {
                     int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
-                    drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), mask);
+                    const uint8_t *mask = drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), &mb);
 #pragma omp simd
                     for (int j = c; j < ce; j++) {
                         size_t o = (size_t)i * T + j;
