@@ -29,7 +29,8 @@ typedef struct tupe_model tupe_model;
 typedef struct tupe_capacity {
     int batch;      /* sequences per forward pass */
     int seq;        /* padded length T (at most max_position_embeddings) */
-    int masked;     /* masked positions per forward pass (MLM head); 0 = batch * seq */
+    int masked;     /* masked positions per forward pass (MLM head); 0 = batch * seq. The
+                       logits take masked x vocab_size reals: give a tight bound */
 } tupe_capacity;
 
 /* One forward pass's input, on the host. Sequences are right-padded: positions >= lengths[b]

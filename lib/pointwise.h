@@ -21,7 +21,7 @@
 TUPE_HD float tupe_expf(float x)
 {
     const float lo = -87.3365447505531f, hi = 88.3762626647949f;
-    float xc = x < lo ? lo : (x > hi ? hi : x);
+    float xc = x < lo ? lo : (x > hi ? hi : (x == x ? x : 0.0f)); /* NaN: kept apart below */
     /* n = round(x / ln 2): adding and removing 1.5 * 2^23 rounds to the nearest integer */
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f;
@@ -36,7 +36,7 @@ TUPE_HD float tupe_expf(float x)
     uint32_t e = (uint32_t)((int32_t)n + 127) << 23;
     float s;
     memcpy(&s, &e, 4);
-    return x < lo ? 0.0f : y * s;
+    return x < lo ? 0.0f : (x == x ? y * s : x);
 }
 
 TUPE_HD float tupe_erff(float x)

@@ -18,6 +18,8 @@ static void expf_accuracy(void)
     CHECK_MSG(worst < 2.5e-7, "exp: worst relative error %.3g", worst); /* 2 ulp */
     CHECK(tupe_expf(-100.0f) == 0.0f);
     CHECK(tupe_expf(0.0f) == 1.0f);
+    CHECK(isnan(tupe_expf(NAN)));
+    CHECK(isinf(tupe_expf(INFINITY)) || tupe_expf(INFINITY) > 1e38f);
 }
 
 static void erf_and_gelu(void)
