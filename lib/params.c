@@ -107,25 +107,23 @@ int tupe_layout_build(tupe_layout *lay, const tupe_config *c, tupe_err *e)
     for (int l = 0; l < c->num_layers; l++) {
         tupe_layer_offsets *o = &lay->layer[l];
         char p[TUPE_PARAM_NAME];
-        size_t qb, kb, vb, kw, vw;
-        /* Weights of q, k, v first, then their biases: each group is contiguous. */
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.query.weight", l);
-        o->qkv_w = add(&b, p, D, D, TUPE_INIT_NORMAL);
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.key.weight", l);
-        b.packed = 1;
-        kw = add(&b, p, D, D, TUPE_INIT_NORMAL);
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.value.weight", l);
-        b.packed = 1;
-        vw = add(&b, p, D, D, TUPE_INIT_NORMAL);
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.query.bias", l);
-        o->qkv_b = qb = add(&b, p, D, 0, TUPE_INIT_ZERO);
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.key.bias", l);
-        b.packed = 1;
-        kb = add(&b, p, D, 0, TUPE_INIT_ZERO);
-        snprintf(p, sizeof p, "encoder.layer.%d.attention.self.value.bias", l);
-        b.packed = 1;
-        vb = add(&b, p, D, 0, TUPE_INIT_ZERO);
-        (void)qb, (void)kw, (void)vw, (void)kb, (void)vb;
+        /* Weights of q, k, v, then their biases, each group packed: one [3D, D] matrix and
+         * one [3D] vector for the fused projection. */
+        static const char *const qkv[3] = {"query", "key", "value"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(p, sizeof p, "encoder.layer.%d.attention.self.%s.weight", l, qkv[k]);
+            b.packed = k > 0;
+            size_t off = add(&b, p, D, D, TUPE_INIT_NORMAL);
+            if (k == 0)
+                o->qkv_w = off;
+        }
+        for (int k = 0; k < 3; k++) {
+            snprintf(p, sizeof p, "encoder.layer.%d.attention.self.%s.bias", l, qkv[k]);
+            b.packed = k > 0;
+            size_t off = add(&b, p, D, 0, TUPE_INIT_ZERO);
+            if (k == 0)
+                o->qkv_b = off;
+        }
         snprintf(p, sizeof p, "encoder.layer.%d.attention.output.dense", l);
         o->o_w = linear(&b, p, D, D, &o->o_b, TUPE_INIT_NORMAL);
         snprintf(p, sizeof p, "encoder.layer.%d.attention.output.LayerNorm", l);
