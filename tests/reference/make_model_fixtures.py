@@ -158,7 +158,7 @@ def make_case(case, index):
 
     meta = {"config": json.dumps(cfg), "adam": json.dumps(adam), "case": case,
             "versions": json.dumps(versions())}
-    info = {"loss": float(loss), "adam_losses": losses, "grad_norms": norms}
+    info = {"loss": float(loss.detach()), "adam_losses": losses, "grad_norms": norms}
     return t, meta, info
 
 
