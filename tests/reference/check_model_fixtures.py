@@ -505,7 +505,7 @@ def check_hf():
         el = float((logits - mine["logits"]).detach().abs().max())
         report(f"hf/{case}", el < 1e-10 and worst < 1e-10 and not missing and not unexpected,
                f"transformers {transformers.__version__} {cls.__name__}: max |logits diff| {el:.1e}, "
-               f"loss diff {abs(float(loss - mloss)):.1e}, max grad diff {worst:.1e}, "
+               f"loss diff {abs(float((loss - mloss).detach())):.1e}, max grad diff {worst:.1e}, "
                f"missing {missing}, unexpected {unexpected}")
 
 

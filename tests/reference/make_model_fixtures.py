@@ -47,7 +47,7 @@ LENGTHS = [16, 11, 6]
 MASKED = [(0, 0), (0, 4), (0, 9), (0, 15), (1, 2), (1, 7), (1, 10), (2, 1), (2, 5)]
 
 ADAM = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6, "weight_decay": 0.01, "clip": 1.0,
-        "warmup": 2, "total": 5, "exclude_ln_bias": False}
+        "warmup": 2, "total": 6, "exclude_ln_bias": False}
 STEPS = 5
 
 # case -> (position, untie_cls, num_labels, adam overrides)
@@ -158,7 +158,7 @@ def make_case(case, index):
 
     meta = {"config": json.dumps(cfg), "adam": json.dumps(adam), "case": case,
             "versions": json.dumps(versions())}
-    info = {"loss": float(loss), "adam_losses": losses, "grad_norms": norms}
+    info = {"loss": float(loss.detach()), "adam_losses": losses, "grad_norms": norms}
     return t, meta, info
 
 

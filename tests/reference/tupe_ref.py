@@ -226,32 +226,26 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(D, D)
 
 
-class AttentionOutput(nn.Module):
-    def __init__(self, c):
+class DenseLayerNorm(nn.Module):
+    """A dense layer and a LayerNorm, the pair behind attention.output, output and the MLM transform."""
+
+    def __init__(self, n_in, n_out, eps):
         super().__init__()
-        D = c["hidden_size"]
-        self.dense = nn.Linear(D, D)
-        self.LayerNorm = nn.LayerNorm(D, eps=c["layer_norm_eps"])
+        self.dense = nn.Linear(n_in, n_out)
+        self.LayerNorm = nn.LayerNorm(n_out, eps=eps)
 
 
 class Attention(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.self = SelfAttention(c)
-        self.output = AttentionOutput(c)
+        self.output = DenseLayerNorm(c["hidden_size"], c["hidden_size"], c["layer_norm_eps"])
 
 
 class Intermediate(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.dense = nn.Linear(c["hidden_size"], c["intermediate_size"])
-
-
-class Output(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.dense = nn.Linear(c["intermediate_size"], c["hidden_size"])
-        self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
 
 
 class Layer(nn.Module):
@@ -261,7 +255,7 @@ class Layer(nn.Module):
         super().__init__()
         self.attention = Attention(c)
         self.intermediate = Intermediate(c)
-        self.output = Output(c)
+        self.output = DenseLayerNorm(c["intermediate_size"], c["hidden_size"], c["layer_norm_eps"])
         self.H = c["num_attention_heads"]
         self.p_hidden = c["hidden_dropout_prob"]
         self.p_attn = c["attention_probs_dropout_prob"]
@@ -300,17 +294,10 @@ class Encoder(nn.Module):
         self.layer = nn.ModuleList(Layer(c) for _ in range(c["num_hidden_layers"]))
 
 
-class PredictionTransform(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.dense = nn.Linear(c["hidden_size"], c["hidden_size"])
-        self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
-
-
 class Predictions(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.transform = PredictionTransform(c)
+        self.transform = DenseLayerNorm(c["hidden_size"], c["hidden_size"], c["layer_norm_eps"])
         self.bias = nn.Parameter(torch.zeros(c["vocab_size"]))
 
 
