@@ -46,7 +46,7 @@
 #define TUPE_MANIFEST_FORMAT "tupe-shards"
 
 enum tupe_split { TUPE_SPLIT_TRAIN = 0, TUPE_SPLIT_VALID = 1, TUPE_SPLITS = 2 };
-enum tupe_layout { TUPE_LAYOUT_ZSTD = 0, TUPE_LAYOUT_RAW = 1, TUPE_LAYOUT_MEGATRON = 2 };
+enum tupe_shard_layout { TUPE_LAYOUT_ZSTD = 0, TUPE_LAYOUT_RAW = 1, TUPE_LAYOUT_MEGATRON = 2 };
 
 const char *tupe_split_name(int split);     /* "train", "valid" */
 const char *tupe_layout_name(int layout);   /* "zstd", "raw", "megatron" */
