@@ -112,8 +112,8 @@ static int make_backend(tupe_cli *c, int device, tupe_backend **be)
 {
     if (device == 2) {
         tupe_err e;
-        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: this build has no CUDA backend (build with CUDA=1 on a "
-                  "machine with the CUDA toolkit)");
+        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; "
+                  "use --device cpu");
         return tupe_cli_error(c, &e);
     }
     tupe_err e;
