@@ -15,6 +15,7 @@
 #include "shardbuild.h"
 #include "shardread.h"
 #include "tokstream.h"
+#include "vocab.h"
 
 enum {
     O_OUT = 1, O_SEQLEN, O_BREAK, O_SEED, O_NOSHUF, O_VFRAC, O_VSEQ, O_SHARDS, O_VSHARDS,
@@ -26,26 +27,26 @@ static const tupe_opt write_opts[] = {
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the shard directory to write (required)", "dir"},
     {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "ids per sequence, [CLS] included (default: 512)", NULL},
     {O_BREAK, "break", 0, TUPE_REQARG, "MODE",
-     "full: sequences cross documents (FULL-SENTENCES, default);\ndoc: one document per sequence (DOC-SENTENCES)",
+     "full: sequences cross documents (FULL-SENTENCES,\ndefault); doc: one document per sequence",
      "list:full doc"},
-    {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the shuffle and the validation split (default: 1)", NULL},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the shuffle and of the validation split\n(default: 1)", NULL},
     {O_NOSHUF, "no-shuffle", 0, TUPE_NOARG, NULL, "keep the sequences in input order", NULL},
     {O_VFRAC, "valid-fraction", 0, TUPE_REQARG, "F",
-     "hold out this fraction of the documents for validation", NULL},
+     "hold out this fraction of the documents for\nvalidation", NULL},
     {O_VSEQ, "valid-sequences", 0, TUPE_REQARG, "N",
-     "hold out whole documents for at least N validation sequences", NULL},
+     "hold out whole documents for at least N\nvalidation sequences", NULL},
     {O_SHARDS, "shards", 0, TUPE_REQARG, "N", "training shard files (default: 16)", NULL},
     {O_VSHARDS, "valid-shards", 0, TUPE_REQARG, "N", "validation shard files (default: 1)", NULL},
     {O_MEMORY, "memory", 0, TUPE_REQARG, "SIZE",
-     "memory budget, e.g. 256M or 2G (default: 1G); the shuffle\nspills to temporary files beyond it", NULL},
-    {O_TEMP, "temp-dir", 0, TUPE_REQARG, "DIR", "directory for spill files (default: $TMPDIR or /tmp)", "dir"},
-    {O_NOCOMP, "no-compress", 0, TUPE_NOARG, NULL, "store frames uncompressed (files can be memory-mapped)", NULL},
+     "memory budget, e.g. 256M or 2G (default: 1G);\nthe shuffle spills to temporary files beyond it", NULL},
+    {O_TEMP, "temp-dir", 0, TUPE_REQARG, "DIR", "directory for spill files (default: $TMPDIR\nor /tmp)", "dir"},
+    {O_NOCOMP, "no-compress", 0, TUPE_NOARG, NULL, "store frames uncompressed (the files can be\nmemory-mapped)", NULL},
     {O_LEVEL, "level", 0, TUPE_REQARG, "N", "zstd compression level, 1 to 19 (default: 3)", NULL},
     {O_FRAME, "frame-size", 0, TUPE_REQARG, "SIZE", "uncompressed bytes per frame (default: 4M)", NULL},
     {O_EXPORT, "export", 0, TUPE_REQARG, "FORMAT",
-     "write another layout instead: megatron (.bin/.idx pairs)", "list:megatron"},
+     "write another layout instead: megatron\n(.bin/.idx pairs)", "list:megatron"},
     {O_PAD, "pad", 0, TUPE_REQARG, "ID", "pad id (default: from the token stream)", NULL},
-    {O_UNK, "unk", 0, TUPE_REQARG, "ID", "unknown-token id to record (default: from the stream)", NULL},
+    {O_UNK, "unk", 0, TUPE_REQARG, "ID", "unknown-token id to record (default: from the\nstream)", NULL},
     {O_CLS, "cls", 0, TUPE_REQARG, "ID", "[CLS]/<s> id (default: from the token stream)", NULL},
     {O_SEP, "sep", 0, TUPE_REQARG, "ID", "[SEP]/</s> id (default: from the token stream)", NULL},
     {O_MASK, "mask", 0, TUPE_REQARG, "ID", "mask id to record (default: from the stream)", NULL},
@@ -58,10 +59,10 @@ static const tupe_opt cat_opts[] = {
     {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write here (default: -, standard output)", "file"},
     {O_SPLIT, "split", 0, TUPE_REQARG, "SPLIT", "train (default) or valid", "list:train valid"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORMAT",
-     "binary: a token stream (default); text: one sequence\nper line, ids or (with --vocab) tokens",
+     "binary: a token stream (default); text: one\nsequence per line, ids or (with --vocab) tokens",
      "list:binary text"},
-    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "vocab.txt for --format text (must match the shards)", "file"},
-    {O_EPOCH, "epoch", 0, TUPE_REQARG, "N", "the trainer's order for epoch N (default: stored order)", NULL},
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "vocabulary for --format text: vocab.txt or a BPE\ndirectory (must be the shards')", "file"},
+    {O_EPOCH, "epoch", 0, TUPE_REQARG, "N", "the trainer's order for epoch N (default: the\nstored order)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the epoch order (default: 1)", NULL},
     {O_RANK, "rank", 0, TUPE_REQARG, "R", "only the sequences of rank R (default: 0)", NULL},
     {O_WORLD, "world", 0, TUPE_REQARG, "W", "out of W ranks (default: 1)", NULL},
@@ -87,17 +88,22 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 
 /* ---- write ------------------------------------------------------------------------------------ */
 
-static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp)
+static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level)
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
     if (o->layout == TUPE_LAYOUT_MEGATRON && explicit_comp)
         return tupe_cli_usage(c, "--no-compress, --level and --frame-size do not apply to "
                               "--export megatron");
+    if (o->layout == TUPE_LAYOUT_RAW && explicit_level)
+        return tupe_cli_usage(c, "--level does not apply to --no-compress");
     o->inputs = (const char *const *)c->args;
     o->ninputs = c->nargs;
     o->quiet = c->quiet;
     o->threads = tupe_threads_apply(c->threads);
+    /* By default, no more compression threads than leave half the budget to the shuffle. */
+    while (c->threads == 0 && o->threads > 1 && tupe_shard_sort_memory(o) < o->memory / 2)
+        o->threads--;
     tupe_err e;
     tupe_shard_meta m;
     tupe_shard_report rep;
@@ -207,51 +213,29 @@ typedef struct catopts {
     uint32_t rank, world;
 } catopts;
 
-/* vocab.txt as one token per line; its hash (tupe-formats(5)) must be the shards'. */
-static int load_vocab(const char *path, const tupe_shard_meta *m, char **buf, char ***tok,
-                      tupe_err *e)
+/* The vocabulary (vocab.txt or a BPE directory) must be the one the shards were made with. */
+static int load_vocab(const char *path, const tupe_shard_meta *m, tupe_vocab **v, tupe_err *e)
 {
-    size_t len;
-    int rc = tupe_read_file(path, buf, &len, (size_t)1 << 30, e);
+    int rc = tupe_vocab_load(v, path, e);
     if (rc)
         return rc;
-    char **t = calloc(m->vocab_size ? m->vocab_size : 1, sizeof *t);
-    tupe_hasher *h = tupe_hasher_new();
-    if (!t || !h) {
-        free(t);
-        tupe_hasher_free(h);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    uint32_t n = 0;
-    for (char *p = *buf; *p && n <= m->vocab_size;) {
-        char *nl = strchr(p, '\n');
-        size_t k = nl ? (size_t)(nl - p) : strlen(p);
-        tupe_hasher_update(h, p, k);
-        tupe_hasher_update(h, "\n", 1);
-        if (n < m->vocab_size)
-            t[n] = p;
-        n++;
-        p[k] = 0;
-        p += k + (nl ? 1 : 0);
-    }
-    uint64_t hv = tupe_hasher_digest(h);
-    tupe_hasher_free(h);
-    if (n != m->vocab_size || hv != m->vocab_hash) {
+    if (tupe_vocab_size(*v) != m->vocab_size || (*v)->hash != m->vocab_hash) {
         char a[22], b[22];
-        tupe_hash_hex(hv, a);
+        tupe_hash_hex((*v)->hash, a);
         tupe_hash_hex(m->vocab_hash, b);
-        free(t);
-        return tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens, %s) is not the one the "
-                         "shards were made with (%u tokens, %s)", path, n, a, m->vocab_size, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s: this vocabulary (%u tokens, %s) is not the one the "
+                       "shards were made with (%u tokens, %s)", path, tupe_vocab_size(*v), a,
+                       m->vocab_size, b);
+        tupe_vocab_free(*v);
+        *v = NULL;
     }
-    *tok = t;
-    return 0;
+    return rc;
 }
 
 typedef struct catout {
     tupe_out *o;
     tupe_tokw *w;
-    char **tok;
+    tupe_vocab *vocab;
 } catout;
 
 static int put_seq(catout *co, const uint32_t *ids, uint32_t n, tupe_err *e)
@@ -260,7 +244,7 @@ static int put_seq(catout *co, const uint32_t *ids, uint32_t n, tupe_err *e)
         return tupe_tokw_doc(co->w, ids, n, e);
     int rc = 0;
     for (uint32_t i = 0; i < n && !rc; i++)
-        rc = co->tok ? tupe_out_printf(co->o, e, i ? " %s" : "%s", co->tok[ids[i]])
+        rc = co->vocab ? tupe_out_printf(co->o, e, i ? " %s" : "%s", tupe_vocab_token(co->vocab, ids[i]))
                      : tupe_out_printf(co->o, e, i ? " %u" : "%u", ids[i]);
     return rc ? rc : tupe_out_write(co->o, "\n", 1, e);
 }
@@ -341,10 +325,9 @@ static int do_cat(tupe_cli *c, const catopts *a)
         return tupe_cli_usage(c, "--epoch needs tupe shards, not a Megatron export");
     }
     catout co = {NULL, NULL, NULL};
-    char *vbuf = NULL;
     int rc = 0;
     if (a->vocab)
-        rc = load_vocab(a->vocab, &m, &vbuf, &co.tok, &e);
+        rc = load_vocab(a->vocab, &m, &co.vocab, &e);
     if (!rc && a->text) {
         rc = tupe_out_open(&co.o, a->out, &e);
     } else if (!rc) {
@@ -368,8 +351,7 @@ static int do_cat(tupe_cli *c, const catopts *a)
         else
             rc = tupe_out_commit(co.o, &e);
     }
-    free(co.tok);
-    free(vbuf);
+    tupe_vocab_free(co.vocab);
     tupe_shard_meta_free(&m);
     return rc ? tupe_cli_error(c, &e) : 0;
 }
@@ -393,7 +375,7 @@ int main(int argc, char **argv)
     tupe_shard_opts o;
     tupe_shard_opts_init(&o);
     catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1};
-    int explicit_comp = 0, id, bad = 0, choice;
+    int explicit_comp = 0, explicit_level = 0, id, bad = 0, choice;
     long lv;
     uint64_t u;
     const char *arg;
@@ -435,7 +417,7 @@ int main(int argc, char **argv)
         case O_LEVEL:
             bad = tupe_cli_long(&c, arg, 1, 19, &lv);
             o.level = (int)lv;
-            explicit_comp = 1;
+            explicit_comp = explicit_level = 1;
             break;
         case O_FRAME:
             bad = tupe_cli_size(&c, arg, &o.frame_bytes);
@@ -480,7 +462,7 @@ int main(int argc, char **argv)
     int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp);
+        rc = do_write(&c, &o, explicit_comp, explicit_level);
     else if (strcmp(name, "info") == 0)
         rc = do_info(&c);
     else if (strcmp(name, "verify") == 0)

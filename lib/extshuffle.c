@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "philox.h"
@@ -51,8 +53,23 @@ struct tupe_xshuf {
     uint64_t end[2];
     run *runs;
     size_t nruns, runcap;
-    unsigned char *wbuf;
+    unsigned char *wbuf, *wbuf2;   /* staging: one being filled, one being written */
     size_t wlen, wcap;
+    /* The spill writer thread: writes the full staging buffer while the next one fills. */
+    pthread_t wtid;
+    int won, wbusy, wstop, werr;
+    int wfd;
+    const unsigned char *wptr;
+    size_t wn;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    /* The prefault thread: maps the buffer's pages in ahead of the records being added, so
+     * that the page faults of a large budget are not paid on the adding thread. */
+    pthread_t ptid;
+    int pon, pstop;
+    size_t pwant, pdone;      /* bytes of buf wanted mapped / mapped so far */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcv;
     int mode;
     size_t out_pos;
     merger m;
@@ -61,6 +78,89 @@ struct tupe_xshuf {
     size_t seq_pos, seq_len;
     tupe_xshuf_stats st;
 };
+
+/* The buffer is reserved at full size up front: its pages cost nothing until records land in
+ * them. Huge pages where the kernel offers them: the records are later read in random order,
+ * and 4 KiB pages would cost a page fault per 4 KiB written and a TLB miss per record read. */
+static void *big_alloc(size_t n)
+{
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+#define PREFAULT_CHUNK ((size_t)32 << 20)
+
+static void *prefaulter(void *arg)
+{
+    tupe_xshuf *x = arg;
+    pthread_setname_np(pthread_self(), "tupe-prefault");
+    pthread_mutex_lock(&x->pmu);
+    for (;;) {
+        while (!x->pstop && x->pdone >= x->pwant)
+            pthread_cond_wait(&x->pcv, &x->pmu);
+        if (x->pstop)
+            break;
+        size_t lo = x->pdone, hi = x->pwant;
+        if (hi - lo > PREFAULT_CHUNK)
+            hi = lo + PREFAULT_CHUNK;
+        pthread_mutex_unlock(&x->pmu);
+        int ok = 1;
+#ifdef MADV_POPULATE_WRITE
+        /* Faults the pages in without writing to them: safe while records land there. */
+        ok = madvise(x->buf + lo, hi - lo, MADV_POPULATE_WRITE) == 0;
+#else
+        ok = 0;
+#endif
+        pthread_mutex_lock(&x->pmu);
+        x->pdone = ok ? hi : SIZE_MAX;   /* without the call, stop trying */
+    }
+    pthread_mutex_unlock(&x->pmu);
+    return NULL;
+}
+
+/* Ask for the pages up to two chunks past `used` bytes of buf (never waits). */
+static void prefault_ahead(tupe_xshuf *x, size_t used)
+{
+    size_t total = x->cap * x->o.rec_bytes, want = used + 2 * PREFAULT_CHUNK;
+    if (total < 4 * PREFAULT_CHUNK)
+        return;   /* small buffers fault in quickly enough */
+    if (want > total)
+        want = total;
+    if (!x->pon) {
+        if (pthread_create(&x->ptid, NULL, prefaulter, x) != 0)
+            return;
+        x->pon = 1;
+    }
+    pthread_mutex_lock(&x->pmu);
+    if (want > x->pwant && x->pdone != SIZE_MAX) {
+        x->pwant = want;
+        pthread_cond_signal(&x->pcv);
+    }
+    pthread_mutex_unlock(&x->pmu);
+}
+
+static void stop_prefault(tupe_xshuf *x)
+{
+    if (!x->pon)
+        return;
+    pthread_mutex_lock(&x->pmu);
+    x->pstop = 1;
+    pthread_cond_signal(&x->pcv);
+    pthread_mutex_unlock(&x->pmu);
+    pthread_join(x->ptid, NULL);
+    x->pon = 0;
+}
+
+static void big_free(void *p, size_t n)
+{
+    if (p)
+        munmap(p, n ? n : 1);
+}
 
 uint64_t tupe_xshuf_key(uint64_t seed, uint32_t stream, uint64_t i)
 {
@@ -93,7 +193,8 @@ int tupe_xshuf_new(tupe_xshuf **xp, const tupe_xshuf_opts *o, tupe_err *e)
     if (x->wcap < x->unit)
         x->wcap = x->unit;
     size_t per = o->rec_bytes + (o->shuffle ? sizeof(ent) : 0);
-    x->cap = o->memory > x->wcap ? (o->memory - x->wcap) / per : 0;
+    size_t staging = o->shuffle ? 2 * x->wcap : x->wcap;
+    x->cap = o->memory > staging ? (o->memory - staging) / per : 0;
     if (!x->tmpdir || x->cap < 2) {
         int oom = !x->tmpdir;
         free(x->tmpdir);
@@ -103,11 +204,15 @@ int tupe_xshuf_new(tupe_xshuf **xp, const tupe_xshuf_opts *o, tupe_err *e)
                                "memory budget of %zu bytes is too small for records of %zu bytes",
                                o->memory, o->rec_bytes);
     }
-    /* Allocated at full size now: pages cost nothing until a record lands in them. */
-    x->buf = malloc(x->cap * o->rec_bytes);
-    x->ents = o->shuffle ? malloc(x->cap * sizeof(ent)) : NULL;
+    x->buf = big_alloc(x->cap * o->rec_bytes);
+    x->ents = o->shuffle ? big_alloc(x->cap * sizeof(ent)) : NULL;
     x->wbuf = malloc(x->wcap);
-    if (!x->buf || (o->shuffle && !x->ents) || !x->wbuf) {
+    x->wbuf2 = o->shuffle ? malloc(x->wcap) : NULL;
+    pthread_mutex_init(&x->wmu, NULL);
+    pthread_cond_init(&x->wcv, NULL);
+    pthread_mutex_init(&x->pmu, NULL);
+    pthread_cond_init(&x->pcv, NULL);
+    if (!x->buf || (o->shuffle && (!x->ents || !x->wbuf2)) || !x->wbuf) {
         tupe_xshuf_free(x);
         return tupe_fail(e, TUPE_EFAIL, "out of memory (shuffle buffer of %zu bytes)", o->memory);
     }
@@ -156,11 +261,90 @@ static int write_all(tupe_xshuf *x, int fd, const void *buf, size_t n, tupe_err 
     return 0;
 }
 
+static void *spill_writer(void *arg)
+{
+    tupe_xshuf *x = arg;
+    pthread_setname_np(pthread_self(), "tupe-spill");
+    pthread_mutex_lock(&x->wmu);
+    for (;;) {
+        while (!x->wbusy && !x->wstop)
+            pthread_cond_wait(&x->wcv, &x->wmu);
+        if (x->wstop && !x->wbusy)
+            break;
+        const unsigned char *p = x->wptr;
+        size_t n = x->wn;
+        int fd = x->wfd, err = 0;
+        pthread_mutex_unlock(&x->wmu);
+        while (n > 0 && !err) {
+            ssize_t w = write(fd, p, n);
+            if (w < 0 && errno != EINTR)
+                err = errno;
+            else if (w > 0)
+                p += w, n -= (size_t)w;
+        }
+        pthread_mutex_lock(&x->wmu);
+        if (err && !x->werr)
+            x->werr = err;
+        x->wbusy = 0;
+        pthread_cond_broadcast(&x->wcv);
+    }
+    pthread_mutex_unlock(&x->wmu);
+    return NULL;
+}
+
+static void stop_writer(tupe_xshuf *x)
+{
+    if (!x->won)
+        return;
+    pthread_mutex_lock(&x->wmu);
+    x->wstop = 1;
+    pthread_cond_broadcast(&x->wcv);
+    pthread_mutex_unlock(&x->wmu);
+    pthread_join(x->wtid, NULL);
+    x->won = 0;
+}
+
+/* Wait until the writer is idle; report what it failed on. */
+static int wwait(tupe_xshuf *x, tupe_err *e)
+{
+    if (!x->won)
+        return 0;
+    pthread_mutex_lock(&x->wmu);
+    while (x->wbusy)
+        pthread_cond_wait(&x->wcv, &x->wmu);
+    int err = x->werr;
+    pthread_mutex_unlock(&x->wmu);
+    if (err)
+        return tupe_fail_errno(e, TUPE_EIO, err, "%s: writing a spill file failed", tmp_name(x));
+    return 0;
+}
+
+/* Hand the staging buffer to the writer thread and go on filling the other one (written in
+ * place when there is no thread). */
 static int wflush(tupe_xshuf *x, int fd, tupe_err *e)
 {
-    int rc = write_all(x, fd, x->wbuf, x->wlen, e);
+    if (!x->won && x->wbuf2 && pthread_create(&x->wtid, NULL, spill_writer, x) == 0)
+        x->won = 1;
+    if (!x->won) {
+        int rc = write_all(x, fd, x->wbuf, x->wlen, e);
+        x->wlen = 0;
+        return rc;
+    }
+    int rc = wwait(x, e);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&x->wmu);
+    x->wfd = fd;
+    x->wptr = x->wbuf;
+    x->wn = x->wlen;
+    x->wbusy = 1;
+    pthread_cond_broadcast(&x->wcv);
+    pthread_mutex_unlock(&x->wmu);
+    unsigned char *t = x->wbuf;
+    x->wbuf = x->wbuf2;
+    x->wbuf2 = t;
     x->wlen = 0;
-    return rc;
+    return 0;
 }
 
 static int wput(tupe_xshuf *x, int fd, const void *a, size_t na, const void *b, size_t nb,
@@ -228,6 +412,8 @@ static int spill(tupe_xshuf *x, tupe_err *e)
         }
         if (!rc)
             rc = wflush(x, fd, e);
+        if (!rc)
+            rc = wwait(x, e);
     } else {
         rc = write_all(x, fd, x->buf, x->nbuf * x->o.rec_bytes, e);
     }
@@ -250,9 +436,12 @@ int tupe_xshuf_slot(tupe_xshuf *x, void **rec, tupe_err *e)
         if (rc)
             return rc;
     }
-    *rec = x->buf + x->nbuf * x->o.rec_bytes;
+    size_t used = x->nbuf * x->o.rec_bytes;
+    *rec = x->buf + used;
     x->nbuf++;
     x->total++;
+    if (used % PREFAULT_CHUNK < x->o.rec_bytes && x->st.runs == 0)
+        prefault_ahead(x, used);
     return 0;
 }
 
@@ -430,7 +619,7 @@ static int reduce_runs(tupe_xshuf *x, int fan, size_t bufsz, tupe_err *e)
                 if ((rc = wput(x, x->fd[dst], u, x->unit, NULL, 0, e)))
                     break;
             merger_free(&m);
-            if (got < 0 || rc || (rc = wflush(x, x->fd[dst], e)))
+            if (got < 0 || rc || (rc = wflush(x, x->fd[dst], e)) || (rc = wwait(x, e)))
                 return rc ? rc : e->code;
             x->end[dst] += out.count * x->unit;
             x->st.spilled += out.count * x->unit;
@@ -466,13 +655,14 @@ int tupe_xshuf_finish(tupe_xshuf *x, tupe_err *e)
     int rc = spill(x, e);
     if (rc)
         return rc;
-    free(x->buf);
-    free(x->ents);
+    stop_prefault(x);
+    big_free(x->buf, x->cap * x->o.rec_bytes);
+    big_free(x->ents, x->cap * sizeof(ent));
     x->buf = NULL;
     x->ents = NULL;
     x->cap = 0;
-    /* The whole budget now goes to merge buffers (the staging buffer included). */
-    size_t avail = x->o.memory > x->wcap ? x->o.memory - x->wcap : 0;
+    /* The whole budget now goes to merge buffers (the staging buffers included). */
+    size_t avail = x->o.memory > 2 * x->wcap ? x->o.memory - 2 * x->wcap : 0;
     size_t minbuf = RUNBUF_MIN > 4 * x->unit ? RUNBUF_MIN : 4 * x->unit;
     int fan = (int)(avail / minbuf);
     if (fan < 2)
@@ -481,8 +671,10 @@ int tupe_xshuf_finish(tupe_xshuf *x, tupe_err *e)
     rc = reduce_runs(x, fan, passbuf > x->unit ? passbuf : x->unit, e);
     if (rc)
         return rc;
+    stop_writer(x);
     free(x->wbuf);
-    x->wbuf = NULL;
+    free(x->wbuf2);
+    x->wbuf = x->wbuf2 = NULL;
     size_t bufsz = x->o.memory / x->nruns;
     if (bufsz < x->unit)
         bufsz = x->unit;
@@ -547,13 +739,21 @@ void tupe_xshuf_free(tupe_xshuf *x)
 {
     if (!x)
         return;
+    stop_writer(x);
+    stop_prefault(x);
+    pthread_mutex_destroy(&x->wmu);
+    pthread_cond_destroy(&x->wcv);
+    pthread_mutex_destroy(&x->pmu);
+    pthread_cond_destroy(&x->pcv);
     merger_free(&x->m);
     for (int i = 0; i < 2; i++)
         if (x->fd[i] >= 0)
             close(x->fd[i]);
-    free(x->buf);
-    free(x->ents);
+    big_free(x->buf, x->cap * x->o.rec_bytes);
+    if (x->ents)
+        big_free(x->ents, x->cap * sizeof(ent));
     free(x->wbuf);
+    free(x->wbuf2);
     free(x->runs);
     free(x->tmpdir);
     free(x);

@@ -67,6 +67,7 @@ static void compress_slot(tupe_fpool *p, ZSTD_CCtx *cc, slot *s)
 static void *worker(void *arg)
 {
     tupe_fpool *p = arg;
+    pthread_setname_np(pthread_self(), "tupe-compress");
     ZSTD_CCtx *cc = p->level > 0 ? ZSTD_createCCtx() : NULL;
     pthread_mutex_lock(&p->mu);
     for (;;) {

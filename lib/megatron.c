@@ -10,26 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "byteorder.h"
 #include "checksum.h"
 #include "fileio.h"
 
 #define IDX_HEADER 34
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16), p[3] = (unsigned char)(v >> 24);
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 int tupe_megatron_dtype(uint32_t vocab_size)
 {
@@ -102,12 +87,21 @@ int tupe_megaw_seq(tupe_megaw *w, const uint32_t *ids, uint32_t n, tupe_err *e)
             w->buf[2 * i] = (unsigned char)ids[i];
             w->buf[2 * i + 1] = (unsigned char)(ids[i] >> 8);
         } else {
-            put32(w->buf + 4 * (size_t)i, ids[i]);
+            tupe_put32le(w->buf + 4 * (size_t)i, ids[i]);
         }
     }
     w->lengths[w->n++] = (int32_t)n;
     tupe_hasher_update(w->h, w->buf, need);
     return tupe_out_write(w->bin, w->buf, need, e);
+}
+
+static void megaw_free(tupe_megaw *w)
+{
+    tupe_hasher_free(w->h);
+    free(w->buf);
+    free(w->lengths);
+    free(w->prefix);
+    free(w);
 }
 
 int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *e)
@@ -122,10 +116,10 @@ int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *
         rc = tupe_out_open(&idx, p, e);
     unsigned char hb[IDX_HEADER], v[8];
     memcpy(hb, TUPE_MEGATRON_MAGIC, 9);
-    put64(hb + 9, 1);
+    tupe_put64le(hb + 9, 1);
     hb[17] = (unsigned char)w->dtype;
-    put64(hb + 18, w->n);
-    put64(hb + 26, w->n + 1);
+    tupe_put64le(hb + 18, w->n);
+    tupe_put64le(hb + 26, w->n + 1);
 #define EMIT(buf, len)                                                                     \
     do {                                                                                   \
         if (!rc) {                                                                         \
@@ -135,17 +129,17 @@ int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *
     } while (0)
     EMIT(hb, sizeof hb);
     for (uint64_t i = 0; i < w->n; i++) {
-        put32(v, (uint32_t)w->lengths[i]);
+        tupe_put32le(v, (uint32_t)w->lengths[i]);
         EMIT(v, 4);
     }
     uint64_t off = 0;
     for (uint64_t i = 0; i < w->n; i++) {
-        put64(v, off);
+        tupe_put64le(v, off);
         EMIT(v, 8);
         off += (uint64_t)w->lengths[i] * (uint64_t)dtype_size(w->dtype);
     }
     for (uint64_t i = 0; i <= w->n; i++) {
-        put64(v, i);
+        tupe_put64le(v, i);
         EMIT(v, 8);
     }
 #undef EMIT
@@ -162,11 +156,7 @@ int tupe_megaw_close(tupe_megaw *w, uint64_t *bytes, uint64_t *check, tupe_err *
         if (check)
             *check = tupe_hasher_digest(w->h);
     }
-    tupe_hasher_free(w->h);
-    free(w->buf);
-    free(w->lengths);
-    free(w->prefix);
-    free(w);
+    megaw_free(w);
     return rc;
 }
 
@@ -175,11 +165,7 @@ void tupe_megaw_abort(tupe_megaw *w)
     if (!w)
         return;
     tupe_out_abort(w->bin);
-    tupe_hasher_free(w->h);
-    free(w->buf);
-    free(w->lengths);
-    free(w->prefix);
-    free(w);
+    megaw_free(w);
 }
 
 /* ---- reading ---------------------------------------------------------------------------------- */
@@ -208,16 +194,16 @@ int tupe_megar_open(tupe_megar *r, const char *prefix, tupe_err *e)
     const char *ip = r->idx_path;
     if (len < IDX_HEADER || memcmp(b, TUPE_MEGATRON_MAGIC, 9) != 0)
         rc = tupe_fail_byte(e, TUPE_EDATA, ip, 0, "not a Megatron index (bad magic)");
-    else if (get64(b + 9) != 1)
+    else if (tupe_get64le(b + 9) != 1)
         rc = tupe_fail_byte(e, TUPE_EDATA, ip, 9, "index version %" PRIu64 " is not 1",
-                            get64(b + 9));
+                            tupe_get64le(b + 9));
     else if (b[17] != TUPE_MEGATRON_UINT16 && b[17] != TUPE_MEGATRON_INT32)
         rc = tupe_fail_byte(e, TUPE_EDATA, ip, 17, "dtype code %u is not 8 (uint16) or 4 (int32)",
                             b[17]);
     if (!rc) {
         r->dtype = b[17];
-        r->sequences = get64(b + 18);
-        r->documents = get64(b + 26);
+        r->sequences = tupe_get64le(b + 18);
+        r->documents = tupe_get64le(b + 26);
         uint64_t need = IDX_HEADER + r->sequences * 12 + r->documents * 8;
         if (r->sequences > len || r->documents > len || need != len)
             rc = tupe_fail_byte(e, TUPE_EDATA, ip, 18,
@@ -232,11 +218,11 @@ int tupe_megar_open(tupe_megar *r, const char *prefix, tupe_err *e)
             rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
     for (uint64_t i = 0; !rc && i < r->sequences; i++) {
-        r->lengths[i] = (int32_t)get32(b + IDX_HEADER + 4 * i);
-        r->pointers[i] = (int64_t)get64(b + IDX_HEADER + 4 * r->sequences + 8 * i);
+        r->lengths[i] = (int32_t)tupe_get32le(b + IDX_HEADER + 4 * i);
+        r->pointers[i] = (int64_t)tupe_get64le(b + IDX_HEADER + 4 * r->sequences + 8 * i);
     }
     for (uint64_t i = 0; !rc && i < r->documents; i++)
-        r->docs[i] = (int64_t)get64(b + IDX_HEADER + 12 * r->sequences + 8 * i);
+        r->docs[i] = (int64_t)tupe_get64le(b + IDX_HEADER + 12 * r->sequences + 8 * i);
     free(buf);
     struct stat st;
     if (!rc) {
@@ -299,7 +285,7 @@ int tupe_megar_seq(tupe_megar *r, uint64_t i, uint32_t *ids, uint32_t cap, uint3
         done += (size_t)got;
     }
     for (uint32_t k = 0; k < len; k++)
-        ids[k] = ds == 2 ? (uint32_t)b[2 * k] | (uint32_t)b[2 * k + 1] << 8 : get32(b + 4 * k);
+        ids[k] = ds == 2 ? (uint32_t)b[2 * k] | (uint32_t)b[2 * k + 1] << 8 : tupe_get32le(b + 4 * k);
     free(b);
     *n = len;
     return 0;

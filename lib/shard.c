@@ -13,27 +13,12 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "byteorder.h"
 #include "checksum.h"
 #include "fault.h"
 #include "pack.h"
 
 #define MAX_SEQ_LEN (1u << 20)
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16), p[3] = (unsigned char)(v >> 24);
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 const char *tupe_split_name(int split) { return split == TUPE_SPLIT_VALID ? "valid" : "train"; }
 
@@ -56,30 +41,30 @@ void tupe_shard_header_encode(const tupe_shard_header *h, unsigned char out[TUPE
 {
     memset(out, 0, TUPE_SHARD_HEADER);
     memcpy(out, TUPE_SHARD_MAGIC, 8);
-    put32(out + 8, h->version);
-    put32(out + 12, h->flags);
-    put32(out + 16, h->id_bytes);
-    put32(out + 20, h->seq_len);
-    put32(out + 24, h->rec_bytes);
-    put32(out + 28, h->vocab_size);
-    put64(out + 32, h->vocab_hash);
+    tupe_put32le(out + 8, h->version);
+    tupe_put32le(out + 12, h->flags);
+    tupe_put32le(out + 16, h->id_bytes);
+    tupe_put32le(out + 20, h->seq_len);
+    tupe_put32le(out + 24, h->rec_bytes);
+    tupe_put32le(out + 28, h->vocab_size);
+    tupe_put64le(out + 32, h->vocab_hash);
     for (int i = 0; i < TUPE_SP_COUNT; i++)
-        put32(out + 40 + 4 * i, (uint32_t)h->special[i]);
-    put32(out + 60, h->brk);
-    put32(out + 64, h->split);
-    put32(out + 68, h->shard);
-    put32(out + 72, h->shards);
-    put32(out + 76, h->frame_records);
-    put64(out + 80, h->seed);
-    put64(out + 88, h->set_id);
-    put64(out + 96, h->records);
-    put64(out + 104, h->first);
-    put64(out + 112, h->tokens);
-    put64(out + 120, h->frames);
-    put64(out + 128, h->index_offset);
-    put64(out + 136, h->file_bytes);
-    put64(out + 144, h->index_check);
-    put64(out + 248, tupe_hash64(out, 248));
+        tupe_put32le(out + 40 + 4 * i, (uint32_t)h->special[i]);
+    tupe_put32le(out + 60, h->brk);
+    tupe_put32le(out + 64, h->split);
+    tupe_put32le(out + 68, h->shard);
+    tupe_put32le(out + 72, h->shards);
+    tupe_put32le(out + 76, h->frame_records);
+    tupe_put64le(out + 80, h->seed);
+    tupe_put64le(out + 88, h->set_id);
+    tupe_put64le(out + 96, h->records);
+    tupe_put64le(out + 104, h->first);
+    tupe_put64le(out + 112, h->tokens);
+    tupe_put64le(out + 120, h->frames);
+    tupe_put64le(out + 128, h->index_offset);
+    tupe_put64le(out + 136, h->file_bytes);
+    tupe_put64le(out + 144, h->index_check);
+    tupe_put64le(out + 248, tupe_hash64(out, 248));
 }
 
 int tupe_shard_header_decode(tupe_shard_header *h, const unsigned char in[TUPE_SHARD_HEADER],
@@ -88,35 +73,35 @@ int tupe_shard_header_decode(tupe_shard_header *h, const unsigned char in[TUPE_S
     if (memcmp(in, TUPE_SHARD_MAGIC, 8) != 0)
         return tupe_fail_byte(e, TUPE_EDATA, path, 0,
                               "not a tupe shard (bad magic; expected \"%s\")", TUPE_SHARD_MAGIC);
-    h->version = get32(in + 8);
+    h->version = tupe_get32le(in + 8);
     if (h->version != TUPE_SHARD_VERSION)
         return tupe_fail_byte(e, TUPE_EDATA, path, 8,
                               "shard version %u is not supported (this is version %d)",
                               h->version, TUPE_SHARD_VERSION);
-    if (get64(in + 248) != tupe_hash64(in, 248))
+    if (tupe_get64le(in + 248) != tupe_hash64(in, 248))
         return tupe_fail_byte(e, TUPE_EDATA, path, 248, "header checksum mismatch (shard corrupt)");
-    h->flags = get32(in + 12);
-    h->id_bytes = get32(in + 16);
-    h->seq_len = get32(in + 20);
-    h->rec_bytes = get32(in + 24);
-    h->vocab_size = get32(in + 28);
-    h->vocab_hash = get64(in + 32);
+    h->flags = tupe_get32le(in + 12);
+    h->id_bytes = tupe_get32le(in + 16);
+    h->seq_len = tupe_get32le(in + 20);
+    h->rec_bytes = tupe_get32le(in + 24);
+    h->vocab_size = tupe_get32le(in + 28);
+    h->vocab_hash = tupe_get64le(in + 32);
     for (int i = 0; i < TUPE_SP_COUNT; i++)
-        h->special[i] = (int32_t)get32(in + 40 + 4 * i);
-    h->brk = get32(in + 60);
-    h->split = get32(in + 64);
-    h->shard = get32(in + 68);
-    h->shards = get32(in + 72);
-    h->frame_records = get32(in + 76);
-    h->seed = get64(in + 80);
-    h->set_id = get64(in + 88);
-    h->records = get64(in + 96);
-    h->first = get64(in + 104);
-    h->tokens = get64(in + 112);
-    h->frames = get64(in + 120);
-    h->index_offset = get64(in + 128);
-    h->file_bytes = get64(in + 136);
-    h->index_check = get64(in + 144);
+        h->special[i] = (int32_t)tupe_get32le(in + 40 + 4 * i);
+    h->brk = tupe_get32le(in + 60);
+    h->split = tupe_get32le(in + 64);
+    h->shard = tupe_get32le(in + 68);
+    h->shards = tupe_get32le(in + 72);
+    h->frame_records = tupe_get32le(in + 76);
+    h->seed = tupe_get64le(in + 80);
+    h->set_id = tupe_get64le(in + 88);
+    h->records = tupe_get64le(in + 96);
+    h->first = tupe_get64le(in + 104);
+    h->tokens = tupe_get64le(in + 112);
+    h->frames = tupe_get64le(in + 120);
+    h->index_offset = tupe_get64le(in + 128);
+    h->file_bytes = tupe_get64le(in + 136);
+    h->index_check = tupe_get64le(in + 144);
     const char *bad = NULL;
     if (h->id_bytes != 2 && h->id_bytes != 4)
         bad = "id width is not 2 or 4";
@@ -211,6 +196,11 @@ int tupe_shardw_frame(tupe_shardw *w, const void *stored, size_t n, uint64_t che
     int rc = write_at(w->fd, stored, n, w->off, w->path, e);
     if (rc)
         return rc;
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* Start writing back now, so that the fsync of the final commit has little left to wait for
+     * (a hint: failure changes nothing). */
+    sync_file_range(w->fd, (off_t)w->off, (off_t)n, SYNC_FILE_RANGE_WRITE);
+#endif
     w->idx[w->nidx++] = (tupe_frame_entry){w->off, (uint32_t)n, records, check};
     w->off += n;
     w->h.records += records;
@@ -229,10 +219,10 @@ int tupe_shardw_close(tupe_shardw *w, uint64_t *bytes, tupe_err *e)
     }
     for (size_t i = 0; i < w->nidx; i++) {
         unsigned char *p = buf + i * TUPE_SHARD_FRAME_ENTRY;
-        put64(p, w->idx[i].offset);
-        put32(p + 8, w->idx[i].stored);
-        put32(p + 12, w->idx[i].records);
-        put64(p + 16, w->idx[i].check);
+        tupe_put64le(p, w->idx[i].offset);
+        tupe_put32le(p + 8, w->idx[i].stored);
+        tupe_put32le(p + 12, w->idx[i].records);
+        tupe_put64le(p + 16, w->idx[i].check);
     }
     w->h.frames = w->nidx;
     w->h.index_offset = w->off;
@@ -344,10 +334,10 @@ int tupe_shardf_open(tupe_shardf *f, const char *path, tupe_err *e)
     for (uint64_t i = 0; !rc && i < f->h.frames; i++) {
         const unsigned char *p = buf + i * TUPE_SHARD_FRAME_ENTRY;
         tupe_frame_entry *fe = &f->frames[i];
-        fe->offset = get64(p);
-        fe->stored = get32(p + 8);
-        fe->records = get32(p + 12);
-        fe->check = get64(p + 16);
+        fe->offset = tupe_get64le(p);
+        fe->stored = tupe_get32le(p + 8);
+        fe->records = tupe_get32le(p + 12);
+        fe->check = tupe_get64le(p + 16);
         uint32_t want = i + 1 < f->h.frames ? f->h.frame_records
                                             : (uint32_t)(f->h.records - i * f->h.frame_records);
         if (fe->offset != expect || fe->records != want ||

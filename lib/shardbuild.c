@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "extshuffle.h"
@@ -50,8 +51,12 @@ static uint64_t pool_memory(const tupe_shard_opts *o)
 {
     if (o->layout == TUPE_LAYOUT_MEGATRON)
         return 0;
+    /* A frame holds at least one record (4-byte ids at worst: the stream is not read yet). */
+    uint64_t frame = tupe_rec_bytes(o->seq_len, 4);
+    if (frame < o->frame_bytes)
+        frame = o->frame_bytes;
     return tupe_fpool_memory(o->threads, o->layout == TUPE_LAYOUT_ZSTD ? o->level : 0,
-                             (size_t)o->frame_bytes);
+                             (size_t)frame);
 }
 
 /* The validation spool's buffer, and the budget for documents held as validation candidates. */
@@ -290,6 +295,7 @@ static int route(build *b, const uint32_t *ids, size_t n, tupe_err *e)
     const tupe_shard_opts *o = b->o;
     uint64_t doc = b->docs++;
     uint32_t n32 = (uint32_t)n;
+    /* The reading thread is the busier one: the input's hash is taken here. */
     tupe_hasher_update(b->inhash, &n32, sizeof n32);
     tupe_hasher_update(b->inhash, ids, n * sizeof *ids);
     b->tokens += n;
@@ -534,6 +540,9 @@ static int check_opts(const tupe_shard_opts *o, tupe_err *e)
         return tupe_fail(e, TUPE_EUSAGE, "a validation fraction and a count exclude each other");
     if (o->threads < 1)
         return tupe_fail(e, TUPE_EUSAGE, "at least one thread");
+    if (o->tmpdir && access(o->tmpdir, W_OK | X_OK) != 0)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot write spill files there",
+                               o->tmpdir);
     if (tupe_shard_sort_memory(o) == 0)
         return tupe_fail(e, TUPE_EUSAGE,
                          "--memory %" PRIu64 " MiB is too small: the compression buffers of %d "

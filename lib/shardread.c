@@ -148,6 +148,7 @@ static int decode_item(tupe_shardr *r, slot *s, uint64_t epoch, uint64_t item)
 static void *prefetcher(void *arg)
 {
     tupe_shardr *r = arg;
+    pthread_setname_np(pthread_self(), "tupe-prefetch");
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (r->stop)
@@ -459,6 +460,36 @@ int tupe_shardr_next(tupe_shardr *r, uint32_t *ids, uint32_t *length, uint64_t *
         *index = r->frames[f].first + k;
     r->pos += r->o.world;
     return 1;
+}
+
+int tupe_shardr_batch(tupe_shardr *r, uint32_t batch, uint32_t *ids, uint32_t *lengths,
+                      uint64_t *indexes, tupe_err *e)
+{
+    uint32_t w = r->o.world;
+    if (batch == 0 || batch % w != 0)
+        return tupe_fail(e, TUPE_EUSAGE, "global batch %u is not a multiple of the world size %u",
+                         batch, w);
+    if (batch > r->n)
+        return tupe_fail(e, TUPE_EUSAGE, "%s: global batch %u is larger than the %s split (%"
+                         PRIu64 " sequences)", r->dir, batch, tupe_split_name(r->o.split), r->n);
+    if (!r->have_plan && tupe_shardr_seek(r, 0, 0, e))
+        return e->code;
+    uint64_t epoch, consumed;
+    tupe_shardr_tell(r, &epoch, &consumed);
+    if (consumed + batch > r->n && tupe_shardr_seek(r, epoch + 1, 0, e))
+        return e->code;
+    uint32_t L = r->m.seq_len, len;
+    uint64_t idx;
+    for (uint32_t j = 0; j < batch / w; j++) {
+        int got = tupe_shardr_next(r, ids ? ids + (size_t)j * L : NULL, &len, &idx, e);
+        if (got != 1)
+            return got < 0 ? e->code : tupe_fail(e, TUPE_EFAIL, "%s: epoch ended inside a batch", r->dir);
+        if (lengths)
+            lengths[j] = len;
+        if (indexes)
+            indexes[j] = idx;
+    }
+    return 0;
 }
 
 void tupe_shardr_close(tupe_shardr *r)

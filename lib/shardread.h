@@ -66,6 +66,13 @@ int tupe_shardr_seek(tupe_shardr *r, uint64_t epoch, uint64_t consumed, tupe_err
  * masking seeds), 0 at the end of the epoch (seek to the next one), -1 on error. */
 int tupe_shardr_next(tupe_shardr *r, uint32_t *ids, uint32_t *length, uint64_t *index,
                      tupe_err *e);
+/* This rank's share of the next global batch of `batch` sequences (a multiple of the world
+ * size): batch / world sequences into ids (seq_len each, row after row), lengths and indexes
+ * (each may be NULL). An epoch holds floor(N / batch) batches; the positions left over at its
+ * end are skipped by every rank alike and reading goes on with the next epoch, so every rank
+ * takes the same number of steps. 0 or an error code. */
+int tupe_shardr_batch(tupe_shardr *r, uint32_t batch, uint32_t *ids, uint32_t *lengths,
+                      uint64_t *indexes, tupe_err *e);
 /* Where this rank stands: the epoch, and the positions consumed by all ranks together if
  * every rank has read as many as this one. */
 void tupe_shardr_tell(const tupe_shardr *r, uint64_t *epoch, uint64_t *consumed);

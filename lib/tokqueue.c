@@ -73,6 +73,7 @@ static void publish(tupe_tokq *q)
 static void *reader(void *arg)
 {
     tupe_tokq *q = arg;
+    pthread_setname_np(pthread_self(), "tupe-read");
     tupe_err e;
     tupe_err_clear(&e);
     int rc = 0;

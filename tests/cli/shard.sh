@@ -32,6 +32,10 @@ run $S -o $T/x $SP $T/cut.tok
 check "truncated input: exit 65 with the byte offset" [ $rc = 65 ] && has $T/err "$T/cut.tok: byte " && [ ! -e $T/x ]
 run $S -o $T/x $SP --export megatron --no-compress $T/in.tok
 check "options that do not apply to an export are refused" [ $rc = 2 ]
+run $S -o $T/x $SP --no-compress --level 5 $T/in.tok
+check "--level with --no-compress is refused" [ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"
+run $S -o $T/x $SP --temp-dir $T/nowhere $T/in.tok
+check "an unusable --temp-dir is named before any work" [ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"
 
 # ---- packing ------------------------------------------------------------------------------
 for brk in full doc; do

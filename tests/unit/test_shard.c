@@ -441,6 +441,56 @@ static void resume_continues_exactly(void)
     free_seqs(&all);
 }
 
+static void global_batches_do_not_depend_on_ranks(void)
+{
+    const char *dir = shared_dir();
+    enum { B = 12 };
+    tupe_shardr_opts ro;
+    tupe_shardr_opts_init(&ro);
+    tupe_shardr *one, *r[3];
+    tupe_err e;
+    CHECK_INT(tupe_shardr_open(&one, dir, &ro, &e), 0);
+    for (uint32_t k = 0; k < 3; k++) {
+        tupe_shardr_opts rk = ro;
+        rk.rank = k;
+        rk.world = 3;
+        CHECK_INT(tupe_shardr_open(&r[k], dir, &rk, &e), 0);
+    }
+    uint64_t n = tupe_shardr_size(one), steps = n / B;
+    CHECK(steps > 10);
+    /* Two epochs and a bit: the same sequences in every global batch, in rank order. */
+    for (uint64_t s = 0; s < 2 * steps + 5; s++) {
+        uint64_t a[B], b[B];
+        uint32_t ids[B * 64], lens[B];
+        CHECK_INT(tupe_shardr_batch(one, B, ids, lens, a, &e), 0);
+        for (uint32_t k = 0; k < 3; k++)
+            CHECK_INT(tupe_shardr_batch(r[k], B, NULL, NULL, b + k * (B / 3), &e), 0);
+        for (int j = 0; j < B; j++) {
+            /* one-rank position p is rank p % 3's (p / 3)-th of the batch */
+            uint64_t want = a[j], got = b[(j % 3) * (B / 3) + j / 3];
+            if (want != got) {
+                CHECK_MSG(0, "step %llu item %d: %llu vs %llu", (unsigned long long)s, j,
+                          (unsigned long long)want, (unsigned long long)got);
+                s = UINT64_MAX - 1;
+                break;
+            }
+        }
+        uint64_t ep, consumed;
+        tupe_shardr_tell(one, &ep, &consumed);
+        CHECK_U64(ep, s / steps);
+        CHECK_U64(consumed, ((s % steps) + 1) * B);
+    }
+    uint64_t ep, consumed;
+    tupe_shardr_tell(r[2], &ep, &consumed);
+    CHECK_U64(ep, 2);
+    CHECK_INT(tupe_shardr_batch(one, 5, NULL, NULL, NULL, &e), 0);
+    CHECK_INT(tupe_shardr_batch(r[0], 5, NULL, NULL, NULL, &e), TUPE_EUSAGE);
+    CHECK_HAS(e.msg, "not a multiple of the world size 3");
+    tupe_shardr_close(one);
+    for (int k = 0; k < 3; k++)
+        tupe_shardr_close(r[k]);
+}
+
 /* ---- damage ------------------------------------------------------------------------------ */
 
 static void flip(const char *path, uint64_t off)
@@ -756,6 +806,7 @@ static void bad_inputs_and_outputs(void)
 UNIT_MAIN(T(packing_and_split_preserve_every_id), T(shuffle_is_a_permutation),
           T(output_independent_of_memory_and_threads), T(epochs_are_permutations),
           T(ranks_partition_every_epoch), T(resume_continues_exactly),
+          T(global_batches_do_not_depend_on_ranks),
           T(every_flipped_frame_is_caught), T(mismatches_are_refused),
           T(uncompressed_and_megatron_layouts), T(validation_by_count),
           T(bad_inputs_and_outputs))
