@@ -10,7 +10,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "comm.h"
-#include "trainer.h"
+#include "pretrain.h"
 
 enum {
     O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,
@@ -93,14 +93,14 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-static int keep_steps(tupe_cli *c, const char *arg, tupe_train_opts *o)
+static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", arg);
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
         long v;
-        if (o->n_keep_steps == TUPE_TRAIN_MAX_KEEP)
-            return tupe_cli_usage(c, "--keep-step: at most %d steps", TUPE_TRAIN_MAX_KEEP);
+        if (o->n_keep_steps == TUPE_PRETRAIN_MAX_KEEP)
+            return tupe_cli_usage(c, "--keep-step: at most %d steps", TUPE_PRETRAIN_MAX_KEEP);
         if (tupe_cli_long(c, t, 1, 1L << 62, &v))
             return TUPE_EUSAGE;
         o->keep_steps[o->n_keep_steps++] = v;
@@ -127,8 +127,8 @@ int main(int argc, char **argv)
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    tupe_train_opts o;
-    tupe_train_defaults(&o);
+    tupe_pretrain_opts o;
+    tupe_pretrain_defaults(&o);
     const char *ckpt = NULL, *arg;
     int device = 0, json = 0, id, rc = 0;
     long v;
@@ -230,8 +230,8 @@ int main(int argc, char **argv)
         sa.sa_handler = on_signal;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        tupe_train_result r;
-        if (tupe_train_run(&o, comm, be, &stop_flag, &r, &e)) {
+        tupe_pretrain_result r;
+        if (tupe_pretrain_run(&o, comm, be, &stop_flag, &r, &e)) {
             rc = tupe_cli_error(&c, &e);
         } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
             tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",

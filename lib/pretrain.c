@@ -1,4 +1,4 @@
-#include "trainer.h"
+#include "pretrain.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include "progress.h"
 #include "shardread.h"
 
-void tupe_train_defaults(tupe_train_opts *o)
+void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "bert-base";
@@ -100,7 +100,7 @@ static void ckpt_path(char *dst, size_t cap, const char *run_dir, int64_t step)
     snprintf(dst, cap, "%s/checkpoints/step-%08lld", run_dir, (long long)step);
 }
 
-int tupe_train_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e)
+int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e)
 {
     int64_t *steps;
     size_t n;
@@ -117,7 +117,7 @@ int tupe_train_latest(const char *run_dir, char *path, size_t cap, int64_t *step
 }
 
 /* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
-static void prune(const tupe_train_opts *o)
+static void prune(const tupe_pretrain_opts *o)
 {
     int64_t *steps;
     size_t n;
@@ -140,7 +140,7 @@ static void prune(const tupe_train_opts *o)
 /* ---- state shared by training and evaluation ------------------------------------------------ */
 
 typedef struct run {
-    const tupe_train_opts *o;
+    const tupe_pretrain_opts *o;
     tupe_comm *comm;
     int rank, world;
     tupe_model *m;
@@ -333,7 +333,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 
 static int resolve_config(run *r, const char *ckpt, tupe_err *e)
 {
-    const tupe_train_opts *o = r->o;
+    const tupe_pretrain_opts *o = r->o;
     int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e) : tupe_config_load(&r->cfg, o->model, e);
     if (rc)
         return rc;
@@ -365,7 +365,12 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
 
 static int create_model(run *r, tupe_backend *be, tupe_err *e)
 {
-    tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * (int)r->seq_len};
+    /* floor(prob * len + u) positions at most per sequence: the logits buffer (masked x
+     * vocabulary) is sized by this bound, not by every position. */
+    int per_seq = (int)floor(r->o->mask_prob * r->seq_len) + 1;
+    if (per_seq > (int)r->seq_len)
+        per_seq = (int)r->seq_len;
+    tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * per_seq};
     return tupe_model_create(&r->m, &r->cfg, be, &cap, e);
 }
 
@@ -492,7 +497,7 @@ static int grads_allreduce(run *r, float **host, tupe_err *e)
     return rc;
 }
 
-static int save(run *r, tupe_adamw *opt, tstate *st, tupe_train_result *res, tupe_err *e)
+static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, tupe_err *e)
 {
     int rc = 0;
     if (r->rank == 0) {
@@ -517,8 +522,8 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_train_result *res, tup
     return rc;
 }
 
-int tupe_train_run(const tupe_train_opts *o, tupe_comm *comm, tupe_backend *be,
-                   volatile sig_atomic_t *stop, tupe_train_result *res, tupe_err *e)
+int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
+                   volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
 {
     memset(res, 0, sizeof *res);
     res->val_loss = res->val_acc = NAN;
@@ -543,7 +548,7 @@ int tupe_train_run(const tupe_train_opts *o, tupe_comm *comm, tupe_backend *be,
     if (per_rank % r.mb)
         return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
                          "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if (o->resume && (rc = tupe_train_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+    if (o->resume && (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
         return rc;
     if ((rc = open_reader(&r, &rd, TUPE_SPLIT_TRAIN, 1, e)))
         return rc;
@@ -789,10 +794,10 @@ out:
     return rc;
 }
 
-int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_train_opts *o,
+int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *res, tupe_err *e)
 {
-    tupe_train_opts oo = *o;
+    tupe_pretrain_opts oo = *o;
     oo.data = data;
     run r;
     memset(&r, 0, sizeof r);

@@ -16,8 +16,8 @@
  *                               model.safetensors' metadata as "train_state"
  * A run resumed from its latest checkpoint continues with the same data order, masks, dropout
  * and optimizer state, so N + N steps end with the same weights as 2N steps in one go. */
-#ifndef TUPE_TRAINER_H
-#define TUPE_TRAINER_H
+#ifndef TUPE_PRETRAIN_H
+#define TUPE_PRETRAIN_H
 
 #include <signal.h>
 #include <stdint.h>
@@ -28,9 +28,9 @@
 #include "error.h"
 #include "optim.h"
 
-#define TUPE_TRAIN_MAX_KEEP 64
+#define TUPE_PRETRAIN_MAX_KEEP 64
 
-typedef struct tupe_train_opts {
+typedef struct tupe_pretrain_opts {
     const char *data;            /* shard directory */
     const char *out;             /* run directory */
     const char *model;           /* preset name or JSON file */
@@ -48,7 +48,7 @@ typedef struct tupe_train_opts {
     int64_t log_every, eval_every, save_every; /* 0 = never (evaluation and saving also at the end) */
     int64_t eval_sequences;      /* validation sequences per evaluation (0 = the whole split) */
     int keep_last;               /* checkpoints kept besides the listed steps */
-    int64_t keep_steps[TUPE_TRAIN_MAX_KEEP];
+    int64_t keep_steps[TUPE_PRETRAIN_MAX_KEEP];
     int n_keep_steps;
     int resume;                  /* continue from the latest checkpoint of the run directory */
     int64_t stop_after;          /* leave (with a checkpoint) after this many steps of this
@@ -56,24 +56,24 @@ typedef struct tupe_train_opts {
     int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
     int quiet, verbose;
     int prefetch;                /* frames decoded ahead by the shard reader */
-} tupe_train_opts;
+} tupe_pretrain_opts;
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */
-void tupe_train_defaults(tupe_train_opts *o);
+void tupe_pretrain_defaults(tupe_pretrain_opts *o);
 
 /* Outcome of a run, for the caller's message and exit status. */
-typedef struct tupe_train_result {
+typedef struct tupe_pretrain_result {
     int64_t step;                /* last step completed */
     int interrupted;             /* stopped by a signal (a checkpoint was written) */
     int64_t skipped;             /* updates skipped for non-finite values */
     double last_loss, val_loss, val_acc;
     char checkpoint[4096];       /* the last checkpoint written or resumed from ("" if none) */
-} tupe_train_result;
+} tupe_pretrain_result;
 
 /* Train. *stop is polled after every step (set it from a signal handler): the run then
  * writes a checkpoint and returns with result->interrupted. */
-int tupe_train_run(const tupe_train_opts *o, tupe_comm *comm, tupe_backend *be,
-                   volatile sig_atomic_t *stop, tupe_train_result *result, tupe_err *e);
+int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
+                   volatile sig_atomic_t *stop, tupe_pretrain_result *result, tupe_err *e);
 
 /* Validation loss of a checkpoint on a shard directory's validation split, with the fixed
  * evaluation masks: comparable across checkpoints and variants. */
@@ -81,10 +81,10 @@ typedef struct tupe_eval_result {
     double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens */
     int64_t masked, sequences;
 } tupe_eval_result;
-int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_train_opts *o,
+int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);
 
 /* The latest complete checkpoint directory of a run ("" and 0 steps when none). */
-int tupe_train_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e);
+int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e);
 
 #endif
