@@ -394,6 +394,9 @@ static char *state_json(const tstate *s, const run *r)
     json_object_set_new(o, "batch", json_integer(s->batch));
     json_object_set_new(o, "seed", json_integer((json_int_t)r->o->seed));
     json_object_set_new(o, "data_hash", json_string(h));
+    /* The vocabulary the model's ids mean: tupe-glue and tupe-convert check it. */
+    tupe_hash_hex(r->meta->vocab_hash, h);
+    json_object_set_new(o, "vocab_hash", json_string(h));
     json_object_set_new(o, "elapsed_s", json_real(s->elapsed));
     json_object_set_new(o, "world", json_integer(r->world));
     char *txt = json_dumps(o, JSON_COMPACT);
