@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "fileio.h"
+#include "metrics.h"
 
 #define L2 {"0", "1", NULL}
 #define NLI3 {"entailment", "neutral", "contradiction"}
@@ -229,6 +230,65 @@ int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char
         return rc;
     }
     return 0;
+}
+
+/* ---- scoring ------------------------------------------------------------------------------ */
+
+int tupe_glue_score(const tupe_glue_data *d, const int *labels, const double *values,
+                    tupe_glue_scores *out, tupe_err *e)
+{
+    const tupe_glue_task *t = d->task;
+    memset(out, 0, sizeof *out);
+    if (d->split->kind == TUPE_GLUE_TEST)
+        return tupe_fail(e, TUPE_EUSAGE, "%s has no labels: test sets are scored by the leaderboard",
+                         d->path);
+    size_t n = d->n;
+    int *gold = malloc((n ? n : 1) * sizeof *gold);
+    double *gv = malloc((n ? n : 1) * sizeof *gv);
+    if (!gold || !gv) {
+        free(gold), free(gv);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        gold[i] = d->ex[i].label, gv[i] = d->ex[i].value;
+    char list[64];
+    snprintf(list, sizeof list, "%s", t->metrics);
+    int rc = 0;
+    for (char *m = strtok(list, ","); m && out->n < 4; m = strtok(NULL, ",")) {
+        double v = NAN;
+        if (t->nlabels == 1 && !values) {
+            rc = tupe_fail(e, TUPE_EFAIL, "%s is a regression task: scores need values", t->name);
+            break;
+        }
+        if (t->nlabels > 1 && !labels) {
+            rc = tupe_fail(e, TUPE_EFAIL, "%s is a classification task: scores need labels", t->name);
+            break;
+        }
+        if (strcmp(m, "acc") == 0)
+            v = tupe_accuracy(labels, gold, n);
+        else if (strcmp(m, "f1") == 0)
+            v = tupe_f1(labels, gold, n);
+        else if (strcmp(m, "mcc") == 0)
+            v = tupe_mcc(labels, gold, n, t->nlabels);
+        else if (strcmp(m, "pearson") == 0)
+            v = tupe_pearson(values, gv, n);
+        else if (strcmp(m, "spearman") == 0)
+            v = tupe_spearman(values, gv, n);
+        /* metric names come from the static task table: they outlive the scores */
+        out->name[out->n] = strcmp(m, "acc") == 0 ? "acc" : strcmp(m, "f1") == 0 ? "f1"
+                          : strcmp(m, "mcc") == 0 ? "mcc" : strcmp(m, "pearson") == 0 ? "pearson" : "spearman";
+        out->value[out->n++] = v;
+    }
+    free(gold), free(gv);
+    return rc;
+}
+
+double tupe_glue_scores_get(const tupe_glue_scores *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->name[i], name) == 0)
+            return s->value[i];
+    return NAN;
 }
 
 /* ---- leaderboard files -------------------------------------------------------------------- */

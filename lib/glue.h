@@ -75,6 +75,21 @@ int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char
                    tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e);
 void tupe_glue_free(tupe_glue_data *d);
 
+/* ---- scoring ------------------------------------------------------------------------------ */
+
+typedef struct tupe_glue_scores {
+    int n;
+    const char *name[4];     /* "acc", "f1", "mcc", "pearson", "spearman" */
+    double value[4];
+} tupe_glue_scores;
+
+/* The task's metrics (t->metrics) for predictions against the gold labels of d: labels for
+ * classification, values for regression (either may be NULL when not applicable). */
+int tupe_glue_score(const tupe_glue_data *d, const int *labels, const double *values,
+                    tupe_glue_scores *out, tupe_err *e);
+/* One metric by name; NaN when absent. */
+double tupe_glue_scores_get(const tupe_glue_scores *s, const char *name);
+
 /* ---- leaderboard files -------------------------------------------------------------------- */
 
 /* The 11 files of a submission, and the line count of each (with its header). */

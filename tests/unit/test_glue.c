@@ -255,5 +255,37 @@ static void predictions_round_trip(void)
     CHECK_HAS(e.msg, "'yes' is not a QNLI prediction");
 }
 
-UNIT_MAIN(T(real_files_have_published_counts), T(quirks_of_the_real_files), T(qqp_and_mnli_layouts),
+static void scores_use_the_task_metrics(void)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/glue", unit_data());
+    tupe_glue_data d;
+    tupe_err e;
+    const tupe_glue_task *t = tupe_glue_task_find("MRPC");
+    CHECK_INT(tupe_glue_read(t, tupe_glue_split_find(t, "dev"), dir, &d, NULL, NULL, &e), 0);
+    int *lab = malloc(d.n * sizeof *lab);
+    for (size_t i = 0; i < d.n; i++)
+        lab[i] = 1; /* the majority-class baseline */
+    tupe_glue_scores s;
+    CHECK_INT(tupe_glue_score(&d, lab, NULL, &s, &e), 0);
+    CHECK_INT(s.n, 2);
+    CHECK_NEAR(tupe_glue_scores_get(&s, "acc"), 279.0 / 408.0, 1e-12); /* 68.4%, the known MRPC dev majority */
+    CHECK(tupe_glue_scores_get(&s, "f1") > 0.81);
+    CHECK(isnan(tupe_glue_scores_get(&s, "mcc")));
+    free(lab);
+    tupe_glue_free(&d);
+    t = tupe_glue_task_find("STS-B");
+    CHECK_INT(tupe_glue_read(t, tupe_glue_split_find(t, "dev"), dir, &d, NULL, NULL, &e), 0);
+    double *v = malloc(d.n * sizeof *v);
+    for (size_t i = 0; i < d.n; i++)
+        v[i] = d.ex[i].value / 5.0; /* scale-invariant: perfect correlation */
+    CHECK_INT(tupe_glue_score(&d, NULL, v, &s, &e), 0);
+    CHECK_NEAR(tupe_glue_scores_get(&s, "pearson"), 1.0, 1e-12);
+    CHECK_NEAR(tupe_glue_scores_get(&s, "spearman"), 1.0, 1e-12);
+    CHECK_INT(tupe_glue_score(&d, NULL, NULL, &s, &e), TUPE_EFAIL);
+    free(v);
+    tupe_glue_free(&d);
+}
+
+UNIT_MAIN(T(scores_use_the_task_metrics), T(real_files_have_published_counts), T(quirks_of_the_real_files), T(qqp_and_mnli_layouts),
           T(malformed_rows), T(submission_files), T(predictions_round_trip))
