@@ -216,9 +216,12 @@ demo: deps all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion.
+# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion,
+# xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
+# bench: time and bc (tests/bench/shard.sh).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
-            libpng-dev zlib1g-dev libxxhash-dev zstd man-db groff-base bash-completion
+            libpng-dev zlib1g-dev libxxhash-dev zstd man-db groff-base bash-completion \
+            xz-utils bzip2 zip time bc
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:

@@ -3,23 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byteorder.h"
 #include "checksum.h"
 
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16), p[3] = (unsigned char)(v >> 24);
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 void tupe_tok_header_init(tupe_tok_header *h, uint32_t vocab_size, uint64_t vocab_hash)
 {
@@ -36,14 +22,14 @@ void tupe_tok_header_encode(const tupe_tok_header *h, unsigned char out[TUPE_TOK
 {
     memset(out, 0, TUPE_TOK_HEADER);
     memcpy(out, TUPE_TOK_MAGIC, 8);
-    put32(out + 8, h->version);
-    put32(out + 12, h->id_bytes);
-    put32(out + 16, h->vocab_size);
-    put32(out + 20, h->flags);
-    put64(out + 24, h->vocab_hash);
+    tupe_put32le(out + 8, h->version);
+    tupe_put32le(out + 12, h->id_bytes);
+    tupe_put32le(out + 16, h->vocab_size);
+    tupe_put32le(out + 20, h->flags);
+    tupe_put64le(out + 24, h->vocab_hash);
     for (int i = 0; i < TUPE_SP_COUNT; i++)
-        put32(out + 32 + 4 * i, (uint32_t)h->special[i]);
-    put32(out + 60, tupe_hash32(out, 60));
+        tupe_put32le(out + 32 + 4 * i, (uint32_t)h->special[i]);
+    tupe_put32le(out + 60, tupe_hash32(out, 60));
 }
 
 int tupe_tok_header_decode(tupe_tok_header *h, const unsigned char in[TUPE_TOK_HEADER],
@@ -53,19 +39,19 @@ int tupe_tok_header_decode(tupe_tok_header *h, const unsigned char in[TUPE_TOK_H
         return tupe_fail_byte(e, TUPE_EDATA, path, off,
                               "not a tupe token stream (bad magic; expected \"%s\")",
                               TUPE_TOK_MAGIC);
-    h->version = get32(in + 8);
+    h->version = tupe_get32le(in + 8);
     if (h->version != TUPE_TOK_VERSION)
         return tupe_fail_byte(e, TUPE_EDATA, path, off + 8,
                               "token stream version %u is not supported (this is version %d)",
                               h->version, TUPE_TOK_VERSION);
-    if (get32(in + 60) != tupe_hash32(in, 60))
+    if (tupe_get32le(in + 60) != tupe_hash32(in, 60))
         return tupe_fail_byte(e, TUPE_EDATA, path, off + 60, "token stream header checksum mismatch");
-    h->id_bytes = get32(in + 12);
-    h->vocab_size = get32(in + 16);
-    h->flags = get32(in + 20);
-    h->vocab_hash = get64(in + 24);
+    h->id_bytes = tupe_get32le(in + 12);
+    h->vocab_size = tupe_get32le(in + 16);
+    h->flags = tupe_get32le(in + 20);
+    h->vocab_hash = tupe_get64le(in + 24);
     for (int i = 0; i < TUPE_SP_COUNT; i++)
-        h->special[i] = (int32_t)get32(in + 32 + 4 * i);
+        h->special[i] = (int32_t)tupe_get32le(in + 32 + 4 * i);
     if (h->id_bytes != 2 && h->id_bytes != 4)
         return tupe_fail_byte(e, TUPE_EDATA, path, off + 12, "id width %u is not 2 or 4",
                               h->id_bytes);
@@ -90,10 +76,10 @@ void tupe_tok_record_encode(const tupe_tok_header *h, const uint32_t *ids, size_
             p[2 * i] = (unsigned char)ids[i], p[2 * i + 1] = (unsigned char)(ids[i] >> 8);
     } else {
         for (size_t i = 0; i < n; i++)
-            put32(p + 4 * i, ids[i]);
+            tupe_put32le(p + 4 * i, ids[i]);
     }
-    put32(out, (uint32_t)n);
-    put32(out + 4, (uint32_t)tupe_hash64_seed(p, n * h->id_bytes, n));
+    tupe_put32le(out, (uint32_t)n);
+    tupe_put32le(out + 4, (uint32_t)tupe_hash64_seed(p, n * h->id_bytes, n));
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */
@@ -190,7 +176,7 @@ int tupe_tokr_next(tupe_tokr *r, const uint32_t **ids, size_t *n, tupe_err *e)
                            "(truncated)", (unsigned long long)r->docs);
             return -1;
         }
-        uint32_t cnt = get32(hdr), chk = get32(hdr + 4);
+        uint32_t cnt = tupe_get32le(hdr), chk = tupe_get32le(hdr + 4);
         if (cnt == TUPE_TOK_END) {
             unsigned char tail[16];
             if (tupe_in_read(r->in, tail, 16, &got, e))
@@ -201,7 +187,7 @@ int tupe_tokr_next(tupe_tokr *r, const uint32_t **ids, size_t *n, tupe_err *e)
             }
             if (chk != tupe_hash32(tail, 16))
                 return fail(r, at, TUPE_EDATA, e, "end marker checksum mismatch (stream corrupt)");
-            uint64_t d = get64(tail), t = get64(tail + 8);
+            uint64_t d = tupe_get64le(tail), t = tupe_get64le(tail + 8);
             if (d != r->docs || t != r->tokens) {
                 tupe_fail_byte(e, TUPE_EDATA, path, at,
                                "end marker counts %llu documents and %llu ids, but %llu and %llu "
@@ -289,7 +275,7 @@ int tupe_tokr_next(tupe_tokr *r, const uint32_t **ids, size_t *n, tupe_err *e)
                 r->ids[i] = (uint32_t)r->raw[2 * i] | (uint32_t)r->raw[2 * i + 1] << 8;
         } else {
             for (size_t i = 0; i < cnt; i++)
-                r->ids[i] = get32(r->raw + 4 * i);
+                r->ids[i] = tupe_get32le(r->raw + 4 * i);
         }
         for (size_t i = 0; i < cnt; i++)
             if (r->ids[i] >= v) {
@@ -389,10 +375,10 @@ int tupe_tokw_raw(tupe_tokw *w, const void *buf, size_t bytes, uint64_t docs, ui
 int tupe_tokw_close(tupe_tokw *w, tupe_err *e)
 {
     unsigned char end[24];
-    put32(end, TUPE_TOK_END);
-    put64(end + 8, w->docs);
-    put64(end + 16, w->tokens);
-    put32(end + 4, tupe_hash32(end + 8, 16));
+    tupe_put32le(end, TUPE_TOK_END);
+    tupe_put64le(end + 8, w->docs);
+    tupe_put64le(end + 16, w->tokens);
+    tupe_put32le(end + 4, tupe_hash32(end + 8, 16));
     int rc = tupe_out_write(w->out, end, sizeof end, e);
     if (rc)
         tupe_out_abort(w->out);
