@@ -141,6 +141,9 @@ info:
 	@echo "  CUDA=$(CUDA) -> $(HAVE_CUDA)   MPI=$(MPI) -> $(HAVE_MPI)   SANITIZE=$(SANITIZE)   DEBUG=$(DEBUG)"
 	@echo "  programs: $(PROGNAMES)"
 
+# The CPU backend's AdamW and LayerNorm loops vectorize only when sqrt need not set errno.
+$(OBJ)/lib/backend_cpu.o: CFLAGS += -fno-math-errno
+
 $(OBJ)/lib/%.o: $(TOP)/lib/%.c
 	@mkdir -p $(@D)
 	$(call say,CC,$@)

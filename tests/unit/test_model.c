@@ -1,0 +1,453 @@
+/* The TUPE-specific pieces, tested directly: the [CLS] reset, the relative buckets against the
+ * spec's table, what each variant adds to the input and to the scores; parameter counts of
+ * bert-base against the spec's arithmetic; dropout's rate and its independence from the thread
+ * count; batch validation. */
+#include "backend.h"
+#include "model.h"
+#include "rng.h"
+#include "unit.h"
+
+static tupe_backend *backend(int threads)
+{
+    tupe_backend *be;
+    tupe_err e;
+    if (tupe_backend_create(&be, "cpu", threads, &e) != 0) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+    return be;
+}
+
+static void tiny(tupe_config *c, int position, int untie)
+{
+    tupe_config_default(c);
+    c->position = position;
+    c->untie_cls = untie;
+    c->vocab_size = 50;
+    c->hidden_size = 32;
+    c->num_layers = 2;
+    c->num_heads = 4;
+    c->intermediate_size = 64;
+    c->max_position = 64;
+    c->hidden_dropout = c->attention_dropout = c->classifier_dropout = 0;
+}
+
+enum { NB = 2, NT = 12 };
+static const int32_t lens[NB] = {12, 9};
+
+static tupe_model *model(tupe_backend *be, const tupe_config *c, uint64_t seed)
+{
+    tupe_capacity cap = {NB, NT, 0};
+    tupe_model *m;
+    tupe_err e;
+    if (tupe_model_create(&m, c, be, &cap, &e) != 0 || tupe_model_init(m, seed, &e) != 0) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+    return m;
+}
+
+static void batch(tupe_batch *b, int32_t *ids, int32_t *mpos, int32_t *mlab)
+{
+    for (int i = 0; i < NB * NT; i++)
+        ids[i] = 5 + (i * 7) % 40;
+    mpos[0] = 0, mpos[1] = 4, mpos[2] = NT + 2;
+    mlab[0] = 6, mlab[1] = 9, mlab[2] = 11;
+    tupe_batch x = {NB, NT, ids, lens, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
+    *b = x;
+}
+
+static int fwd(tupe_model *m, const tupe_batch *b, const tupe_step *s, tupe_fwd_out *o)
+{
+    tupe_err e;
+    int rc = tupe_model_forward(m, b, s, o, &e);
+    CHECK_MSG(rc == 0, "forward: %s", e.msg);
+    return rc;
+}
+
+/* A[i][j] = s Qp_i . Kp_j over head h's columns */
+static double corr(const float *pq, const float *pk, int i, int j, int h, int dh, int D, double s)
+{
+    double a = 0;
+    for (int k = 0; k < dh; k++)
+        a += (double)pq[(size_t)i * D + h * dh + k] * pk[(size_t)j * D + h * dh + k];
+    return s * a;
+}
+
+/* bias from the probes against the definition of spec §3 computed here from Qp and Kp. */
+static void check_abs_bias(int position, int untie)
+{
+    tupe_backend *be = backend(0);
+    tupe_config c;
+    tiny(&c, position, untie);
+    tupe_model *m = model(be, &c, 1);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_fwd_out o;
+    if (fwd(m, &b, NULL, &o))
+        return;
+    int T = NT, H = c.num_heads, D = c.hidden_size, dh = D / H, R = T + 1;
+    size_t nb = tupe_model_probe_size(m, TUPE_PROBE_POS_BIAS);
+    size_t nq = tupe_model_probe_size(m, TUPE_PROBE_POS_QK);
+    CHECK_INT(nb, (size_t)H * T * T);
+    CHECK_INT(nq, (size_t)2 * R * D);
+    float *bias = malloc(nb * sizeof *bias), *qk = malloc(nq * sizeof *qk);
+    tupe_err e;
+    CHECK_INT(tupe_model_probe(m, TUPE_PROBE_POS_BIAS, 0, bias, nb, &e), 0);
+    CHECK_INT(tupe_model_probe(m, TUPE_PROBE_POS_QK, 0, qk, nq, &e), 0);
+    const float *pq = qk, *pk = qk + (size_t)R * D;
+    float *rel = NULL;
+    int32_t *bk = NULL;
+    if (position == TUPE_POS_TUPE_R) {
+        rel = malloc(33 * (size_t)H * sizeof *rel);
+        CHECK_INT(tupe_model_get(m, "position.relative_bias.weight", rel, 33 * (size_t)H, &e), 0);
+        bk = malloc((size_t)T * T * sizeof *bk);
+        tupe_rel_buckets(&c, T, bk);
+    }
+    double s = 1.0 / sqrt(2.0 * dh), maxerr = 0;
+    for (int h = 0; h < H; h++) {
+#define A(i, j) corr(pq, pk, i, j, h, dh, D, s)
+        double th1 = A(0, 0), th2 = A(1, 1);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double want;
+                if (untie && i == 0)
+                    want = th1;          /* row 0, including [0,0] */
+                else if (untie && j == 0)
+                    want = th2;          /* column 0 */
+                else
+                    want = A(i + 1, j + 1);
+                if (rel)
+                    want += rel[(size_t)bk[i * T + j] * H + h];
+                double err = fabs(want - bias[((size_t)h * T + i) * T + j]);
+                maxerr = err > maxerr ? err : maxerr;
+            }
+        if (untie) {
+            /* The reset values really are the table rows' own correlations. */
+            CHECK(bias[((size_t)h * T + 0) * T + 0] == bias[((size_t)h * T + 0) * T + 5]);
+            CHECK(bias[((size_t)h * T + 3) * T + 0] == bias[((size_t)h * T + 7) * T + 0]);
+        }
+#undef A
+    }
+    CHECK_MSG(maxerr < 1e-5, "max error %g", maxerr);
+    free(bias), free(qk), free(rel), free(bk);
+    tupe_model_free(m);
+    tupe_backend_destroy(be);
+}
+
+static void cls_reset_tupe_a(void) { check_abs_bias(TUPE_POS_TUPE_A, 1); }
+static void no_reset_tupe_a_tie(void) { check_abs_bias(TUPE_POS_TUPE_A, 0); }
+static void cls_reset_tupe_r(void) { check_abs_bias(TUPE_POS_TUPE_R, 1); }
+static void no_reset_tupe_r_tie(void) { check_abs_bias(TUPE_POS_TUPE_R, 0); }
+
+/* Spec §4's table, for n in 0..511, both directions. */
+static void bucket_table(void)
+{
+    static const struct { int lo, hi, b; } rows[] = {
+        {8, 11, 8}, {12, 15, 9}, {16, 22, 10}, {23, 31, 11}, {32, 45, 12}, {46, 63, 13},
+        {64, 90, 14}, {91, 511, 15}};
+    for (int n = 0; n < 512; n++) {
+        int want = n < 8 ? n : -1;
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            if (n >= rows[r].lo && n <= rows[r].hi)
+                want = rows[r].b;
+        /* key left of the query or the same position: j = i - n */
+        CHECK_INT(tupe_rel_bucket(511, 511 - n, 32, 128), want);
+        if (n >= 1) /* key right of the query: j = i + n */
+            CHECK_INT(tupe_rel_bucket(0, n, 32, 128), 16 + want);
+    }
+    /* The [CLS] overrides of TUPE-R: column 0 is 32, row 0 is 16 (so [0,0] = 16). */
+    tupe_config c;
+    tiny(&c, TUPE_POS_TUPE_R, 1);
+    enum { TT = 20 };
+    int32_t t[TT * TT];
+    tupe_rel_buckets(&c, TT, t);
+    CHECK_INT(t[0], 16);
+    for (int k = 1; k < TT; k++) {
+        CHECK_INT(t[k], 16);
+        CHECK_INT(t[k * TT], 32);
+        CHECK_INT(t[k * TT + 1], tupe_rel_bucket(k, 1, 32, 128));
+    }
+    c.untie_cls = 0; /* tie-cls: plain buckets */
+    tupe_rel_buckets(&c, TT, t);
+    CHECK_INT(t[0], 0);
+    CHECK_INT(t[5], 16 + 5);
+    CHECK_INT(t[5 * TT], 5);
+    c.position = TUPE_POS_BERT_R; /* BERT-R: never the [CLS] buckets */
+    c.untie_cls = 1;
+    tupe_rel_buckets(&c, TT, t);
+    CHECK_INT(t[0], 0);
+    CHECK_INT(t[5 * TT], 5);
+}
+
+/* BERT-R's bias is the relative table alone; BERT-A and BERT-Ad have no bias at all. */
+static void bias_per_variant(void)
+{
+    tupe_backend *be = backend(0);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_err e;
+    tupe_fwd_out o;
+    const int none[] = {TUPE_POS_BERT_A, TUPE_POS_BERT_AD};
+    for (int k = 0; k < 2; k++) {
+        tupe_config c;
+        tiny(&c, none[k], 1);
+        tupe_model *m = model(be, &c, 2);
+        fwd(m, &b, NULL, &o);
+        CHECK_INT(tupe_model_probe_size(m, TUPE_PROBE_POS_BIAS), 0);
+        float x;
+        CHECK_INT(tupe_model_probe(m, TUPE_PROBE_POS_BIAS, 0, &x, 1, &e), TUPE_EUSAGE);
+        CHECK(tupe_layout_find(tupe_model_layout(m), "position.relative_bias.weight") == NULL);
+        tupe_model_free(m);
+    }
+    tupe_config c;
+    tiny(&c, TUPE_POS_BERT_R, 1);
+    tupe_model *m = model(be, &c, 3);
+    fwd(m, &b, NULL, &o);
+    int H = c.num_heads;
+    float bias[4 * NT * NT], rel[32 * 4];
+    CHECK_INT(tupe_model_probe(m, TUPE_PROBE_POS_BIAS, 0, bias, (size_t)H * NT * NT, &e), 0);
+    CHECK_INT(tupe_model_get(m, "position.relative_bias.weight", rel, 32 * (size_t)H, &e), 0);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < NT; i++)
+            for (int j = 0; j < NT; j++)
+                CHECK(bias[(h * NT + i) * NT + j] == rel[tupe_rel_bucket(i, j, 32, 128) * H + h]);
+    CHECK(tupe_layout_find(tupe_model_layout(m), "position.embeddings.weight") == NULL);
+    tupe_model_free(m);
+    tupe_backend_destroy(be);
+}
+
+/* With TUPE (and BERT-Ad) the encoder input is the token embedding alone: one token at two
+ * positions gives identical rows; BERT-A's input differs by the position embedding. */
+static void input_has_no_position(void)
+{
+    tupe_backend *be = backend(0);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    for (int i = 0; i < NB * NT; i++)
+        ids[i] = 17;
+    const int pos[] = {TUPE_POS_TUPE_A, TUPE_POS_TUPE_R, TUPE_POS_BERT_AD, TUPE_POS_BERT_A};
+    for (int k = 0; k < 4; k++) {
+        tupe_config c;
+        tiny(&c, pos[k], 1);
+        tupe_model *m = model(be, &c, 4);
+        tupe_fwd_out o;
+        fwd(m, &b, NULL, &o);
+        size_t n = tupe_model_probe_size(m, TUPE_PROBE_HIDDEN);
+        float *x = malloc(n * sizeof *x);
+        tupe_err e;
+        CHECK_INT(tupe_model_probe(m, TUPE_PROBE_HIDDEN, 0, x, n, &e), 0);
+        int D = c.hidden_size, same = 1;
+        for (int t = 1; t < NT; t++)
+            same &= memcmp(x, x + (size_t)t * D, (size_t)D * sizeof *x) == 0;
+        CHECK_MSG(same == (pos[k] != TUPE_POS_BERT_A), "%s: rows equal: %d",
+                  tupe_position_name(pos[k]), same);
+        /* Padding rows are zero. */
+        for (int t = lens[1]; t < NT; t++)
+            for (int j = 0; j < D; j++)
+                CHECK(x[((size_t)NT + t) * D + j] == 0);
+        free(x);
+        tupe_model_free(m);
+    }
+    tupe_backend_destroy(be);
+}
+
+/* bert-base with the paper's 32,769-row vocabulary: the spec's arithmetic (§3). */
+static void bert_base_counts(void)
+{
+    tupe_config c;
+    tupe_err e;
+    tupe_config_default(&c);
+    c.vocab_size = 32769;
+    const size_t D = 768, V = 32769, P = 512, H = 12;
+    size_t layer = 4 * (D * D + D) + 2 * D + (D * 3072 + 3072) + (3072 * D + D) + 2 * D;
+    size_t base = V * D + 2 * D + 12 * layer + (D * D + D) + 2 * D + V; /* no positions */
+    size_t tupe_extra = 513 * D + 2 * (D * D + D) + 2 * D;
+    CHECK_INT(tupe_extra, 1576704); /* the spec's figure */
+    struct { int pos, untie; size_t want; } v[] = {
+        {TUPE_POS_BERT_A, 1, base + P * D},
+        {TUPE_POS_BERT_R, 1, base + P * D + 32 * H},
+        {TUPE_POS_BERT_AD, 1, base + P * D + 2 * (D * D + D) + 2 * D},
+        {TUPE_POS_TUPE_A, 1, 112424193},
+        {TUPE_POS_TUPE_A, 0, 112424193},
+        {TUPE_POS_TUPE_R, 1, 112424589},
+    };
+    CHECK_INT(base + tupe_extra, 112424193);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        c.position = v[i].pos;
+        c.untie_cls = v[i].untie;
+        tupe_layout lay;
+        CHECK_INT(tupe_layout_build(&lay, &c, &e), 0);
+        CHECK_MSG(lay.nparams == v[i].want, "%s: %zu parameters, expected %zu",
+                  tupe_position_name(v[i].pos), lay.nparams, v[i].want);
+        tupe_layout_free(&lay);
+    }
+    /* TUPE-A over a fairseq BERT-A (514-row table): the paper's "1.18M". */
+    CHECK_INT(112424193 - (base + 514 * D), 1181952);
+}
+
+/* The dropout op alone: rate, scale, and the same bits for any thread count. */
+static void dropout_rate_and_threads(void)
+{
+    enum { N = 1 << 20 };
+    float *one = malloc(N * sizeof *one), *out[3];
+    for (int i = 0; i < N; i++)
+        one[i] = 1.0f;
+    const int th[3] = {1, 2, 3};
+    for (int k = 0; k < 3; k++) {
+        tupe_backend *be = backend(th[k]);
+        tupe_dev *x = be->alloc(be, N * 4), *y = be->alloc(be, N * 4);
+        be->upload(be, x, one, N, TUPE_F32);
+        tupe_drop d = {0.1, 42, 7, 3, 1000};
+        be->act_fwd(be, y, x, N, TUPE_ACT_NONE, &d);
+        out[k] = malloc(N * sizeof(float));
+        be->download(be, out[k], y, N, TUPE_F32);
+        be->free(be, x);
+        be->free(be, y);
+        tupe_backend_destroy(be);
+    }
+    size_t kept = 0;
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        kept += out[0][i] != 0;
+        sum += out[0][i];
+    }
+    double rate = 1.0 - (double)kept / N;
+    /* binomial sd = sqrt(0.09 / 2^20) = 3e-4 */
+    CHECK_MSG(fabs(rate - 0.1) < 0.0015, "drop rate %.5f", rate);
+    CHECK_NEAR(sum / N, 1.0, 0.002); /* kept values scaled by 1/(1-p) */
+    CHECK(memcmp(out[0], out[1], N * sizeof(float)) == 0);
+    CHECK(memcmp(out[0], out[2], N * sizeof(float)) == 0);
+    /* A different step draws a different mask; element i of base b+1 is element i+1 of b. */
+    tupe_backend *be = backend(2);
+    tupe_dev *x = be->alloc(be, N * 4), *y = be->alloc(be, N * 4);
+    be->upload(be, x, one, N, TUPE_F32);
+    tupe_drop d = {0.1, 42, 8, 3, 1000};
+    be->act_fwd(be, y, x, N, TUPE_ACT_NONE, &d);
+    float *o2 = malloc(N * sizeof *o2);
+    be->download(be, o2, y, N, TUPE_F32);
+    CHECK(memcmp(out[0], o2, N * sizeof(float)) != 0);
+    d.step = 7;
+    d.base = 1001;
+    be->act_fwd(be, y, x, N, TUPE_ACT_NONE, &d);
+    be->download(be, o2, y, N, TUPE_F32);
+    CHECK(memcmp(out[0] + 1, o2, (N - 1) * sizeof(float)) == 0);
+    be->free(be, x);
+    be->free(be, y);
+    tupe_backend_destroy(be);
+    for (int k = 0; k < 3; k++)
+        free(out[k]);
+    free(o2);
+    free(one);
+}
+
+/* A whole training forward/backward with dropout on: bit-identical results with 1, 2 and 3
+ * threads (the masks are counter-based, and every reduction has a fixed order). */
+static void model_same_for_any_thread_count(void)
+{
+    float *grads[3];
+    double loss[3];
+    size_t total = 0;
+    const int th[3] = {1, 2, 3};
+    for (int k = 0; k < 3; k++) {
+        tupe_backend *be = backend(th[k]);
+        tupe_config c;
+        tiny(&c, TUPE_POS_TUPE_R, 1);
+        c.hidden_dropout = c.attention_dropout = c.activation_dropout = 0.1;
+        tupe_model *m = model(be, &c, 5);
+        int32_t ids[NB * NT], mpos[3], mlab[3];
+        tupe_batch b;
+        batch(&b, ids, mpos, mlab);
+        tupe_step st = {77, 12};
+        tupe_fwd_out o;
+        tupe_err e;
+        tupe_model_zero_grad(m);
+        fwd(m, &b, &st, &o);
+        CHECK_INT(tupe_model_backward(m, &e), 0);
+        loss[k] = o.loss;
+        total = tupe_model_layout(m)->total;
+        grads[k] = malloc(total * sizeof(float));
+        be->download(be, grads[k], tupe_model_grads(m), total, TUPE_F32);
+        tupe_model_free(m);
+        tupe_backend_destroy(be);
+    }
+    CHECK(loss[0] == loss[1] && loss[0] == loss[2]);
+    CHECK(memcmp(grads[0], grads[1], total * sizeof(float)) == 0);
+    CHECK(memcmp(grads[0], grads[2], total * sizeof(float)) == 0);
+    for (int k = 0; k < 3; k++)
+        free(grads[k]);
+}
+
+/* Dropout changes the loss in training mode only, and evaluation has none. */
+static void dropout_train_vs_eval(void)
+{
+    tupe_backend *be = backend(0);
+    tupe_config c;
+    tiny(&c, TUPE_POS_BERT_A, 1);
+    c.hidden_dropout = c.attention_dropout = 0.1;
+    tupe_model *m = model(be, &c, 6);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_fwd_out e1, e2, t1, t2, t3;
+    tupe_step s1 = {1, 1}, s2 = {1, 2};
+    fwd(m, &b, NULL, &e1);
+    fwd(m, &b, &s1, &t1);
+    fwd(m, &b, &s1, &t2);
+    fwd(m, &b, &s2, &t3);
+    fwd(m, &b, NULL, &e2);
+    CHECK(e1.loss == e2.loss);
+    CHECK(t1.loss == t2.loss);
+    CHECK(t1.loss != e1.loss);
+    CHECK(t1.loss != t3.loss);
+    tupe_model_free(m);
+    tupe_backend_destroy(be);
+}
+
+static void bad_batches_refused(void)
+{
+    tupe_backend *be = backend(0);
+    tupe_config c;
+    tiny(&c, TUPE_POS_TUPE_R, 1);
+    tupe_model *m = model(be, &c, 6);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    tupe_err e;
+    tupe_fwd_out o;
+    batch(&b, ids, mpos, mlab);
+    ids[3] = 50;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "sequence 0, position 3: token id 50 outside the vocabulary");
+    ids[3] = 5;
+    ids[NT + 10] = 999; /* padding: ignored */
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), 0);
+    mpos[2] = NT + 10;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "masked position 2: 22 is padding");
+    mpos[2] = 4;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "repeated");
+    mpos[2] = NT + 2;
+    b.T = NT + 1;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "sequence length 13 (this model holds 1 to 12)");
+    b.T = NT;
+    int32_t badlen[NB] = {12, 0};
+    b.lengths = badlen;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "sequence 1: length 0");
+    CHECK_INT(tupe_model_backward(m, &e), TUPE_EFAIL);
+    tupe_model_free(m);
+    tupe_capacity cap = {2, 65, 0};
+    CHECK_INT(tupe_model_create(&m, &c, be, &cap, &e), TUPE_EUSAGE);
+    CHECK_HAS(e.msg, "exceeds max_position_embeddings 64");
+    tupe_backend_destroy(be);
+}
+
+UNIT_MAIN(T(cls_reset_tupe_a), T(no_reset_tupe_a_tie), T(cls_reset_tupe_r),
+          T(no_reset_tupe_r_tie), T(bucket_table), T(bias_per_variant),
+          T(input_has_no_position), T(bert_base_counts), T(dropout_rate_and_threads),
+          T(model_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused))
