@@ -9,9 +9,15 @@
 
 #include "cli.h"
 #include "fileio.h"
+#include "backend.h"
+#include "finetune.h"
 #include "glue.h"
 
-enum { O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI };
+enum {
+    O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
+    O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
+    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE
+};
 
 #define TASK_LIST "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI AX"
 
@@ -33,10 +39,78 @@ static const tupe_opt submit_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (for --wnli-majority)", "dir"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+
+#define FT_COMMON \
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI)", TASK_LIST}, \
+    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"}, \
+    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the pre-trained checkpoint (required)", "dir"}, \
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary: vocab.txt or a BPE directory (required)", "file"}, \
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory (required)", "dir"}, \
+    {O_RECIPE, "recipe", 0, TUPE_REQARG, "NAME", "tupe (default), bert or roberta: the settings below", "list:tupe bert roberta"}, \
+    {O_EPOCHS, "epochs", 0, TUPE_REQARG, "N", "epochs (tupe: 10, 5 for MNLI, QNLI, QQP)", NULL}, \
+    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per step (tupe: 32)", NULL}, \
+    {O_MAXLEN, "max-len", 0, TUPE_REQARG, "N", "longest input in tokens, specials included\n(tupe: 512)", NULL}, \
+    {O_WARMUP, "warmup-ratio", 0, TUPE_REQARG, "X", "fraction of the steps for warmup (tupe: 0.06)", NULL}, \
+    {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden, attention and head dropout (0.1)", NULL}, \
+    {O_WD, "weight-decay", 0, TUPE_REQARG, "X", "decoupled weight decay (tupe: 0.01)", NULL}, \
+    {O_CLIP, "clip", 0, TUPE_REQARG, "X", "global gradient-norm clip, 0 = off (tupe: 1)", NULL}, \
+    {O_EPS, "adam-eps", 0, TUPE_REQARG, "X", "Adam epsilon (1e-6)", NULL}, \
+    {O_BETA2, "beta2", 0, TUPE_REQARG, "X", "Adam beta2 (tupe: 0.999)", NULL}, \
+    {O_CASED, "cased", 0, TUPE_NOARG, NULL, "the vocabulary is cased (do not lowercase)", NULL}, \
+    {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
+    {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
+    {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}, \
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"}
+
+static const tupe_opt train_opts[] = {
+    FT_COMMON,
+    {O_LR, "lr", 0, TUPE_REQARG, "X", "peak learning rate (tupe: 2e-5)", NULL},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "head initialization, order, dropout (default: 1)", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt sweep_opts[] = {
+    FT_COMMON,
+    {O_GRID, "lr-grid", 0, TUPE_REQARG, "X,X...", "learning rates (tupe: 2e-5,3e-5,4e-5,5e-5)", NULL},
+    {O_SEEDS, "seeds", 0, TUPE_REQARG, "N", "seeds per learning rate (default: 5)", NULL},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "first seed (default: 1)", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt eval_opts[] = {
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task", TASK_LIST},
+    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
+    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"},
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
+    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
+    {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL},
+    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt predict_opts[] = {
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (AX: with an MNLI checkpoint)", TASK_LIST},
+    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
+    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"},
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "dir"},
+    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+
 static const tupe_cmd cmds[] = {
     {"info", NULL, "rows, skipped rows and label distribution of a task's files",
      "Reads every split of the task present under the data directory and reports rows per\n"
      "split, malformed rows skipped (and why), and the label distribution.", info_opts, NULL},
+    {"train", NULL, "fine-tune a pre-trained checkpoint on a task",
+     "Adds a classification head (a regression head for STS-B, on scores / 5 with squared\n"
+     "error) to the pre-trained encoder, trains with the recipe's settings, evaluates on the\n"
+     "dev set(s) twice per epoch and keeps the best checkpoint by the task's selection metric\n"
+     "(accuracy; Matthews correlation for CoLA; Pearson for STS-B) in OUTPUT/best.", train_opts, NULL},
+    {"sweep", NULL, "the paper's protocol: learning-rate grid x seeds, medians",
+     "Runs every learning rate of the grid with --seeds seeds (OUTPUT/lr-X/seed-N, resumable:\n"
+     "finished runs are read, not redone), takes the median over seeds for each learning rate\n"
+     "and reports the best learning rate's median. Writes OUTPUT/sweep.{tsv,json,md}.", sweep_opts, NULL},
+    {"table", "DIR", "the paper's Table 1 from the sweeps under DIR",
+     "Reads DIR/<TASK>/sweep.json for MNLI, QNLI, QQP, SST-2, CoLA, MRPC, RTE and STS-B and\n"
+     "writes DIR/table.{md,tsv,json}: the nine columns of the paper and their average.", NULL, "dir"},
+    {"eval", NULL, "dev scores of a fine-tuned checkpoint", NULL, eval_opts, NULL},
+    {"predict", NULL, "test-set predictions in the leaderboard format", NULL, predict_opts, NULL},
     {"score", "PREDICTIONS", "score a predictions file against the dev labels",
      "PREDICTIONS is in the leaderboard format (a header \"index<TAB>prediction\", then one\n"
      "row per example, index = 0-based row of the dev file), so predictions from any system\n"
@@ -230,14 +304,53 @@ static int cmd_submit(tupe_cli *c, const char *dir, const char *out, int wnli, c
     return 0;
 }
 
+static int backend(tupe_cli *c, int device, tupe_backend **be)
+{
+    tupe_err e;
+    if (device == 2) {
+        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; use --device cpu");
+        return tupe_cli_error(c, &e);
+    }
+    if (tupe_backend_create(be, "cpu", c->threads, &e))
+        return tupe_cli_error(c, &e);
+    return 0;
+}
+
+static int parse_grid(tupe_cli *c, const char *arg, tupe_ft_opts *o)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->ngrid = 0;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (o->ngrid == TUPE_FT_MAX_GRID)
+            return tupe_cli_usage(c, "--lr-grid: at most %d values", TUPE_FT_MAX_GRID);
+        if (tupe_cli_double(c, t, 1e-9, 1, &o->grid[o->ngrid++]))
+            return TUPE_EUSAGE;
+    }
+    return 0;
+}
+
+/* Options that override the recipe, remembered until the task (and so the recipe) is known. */
+typedef struct overrides {
+    double lr, warmup, dropout, wd, clip, eps, beta2;
+    long epochs, batch, max_len, evals, seeds;
+    uint64_t seed, max_train, max_dev;
+    int cased, have_grid;
+    tupe_ft_opts grid;
+} overrides;
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    const char *task = NULL, *data = "glue_data", *split = NULL, *pred = NULL, *out = "submission.zip", *arg;
-    int fmt = 0, wnli = 0, id;
+    const char *task = NULL, *data = "glue_data", *split = NULL, *pred = NULL, *out = NULL,
+               *ckpt = NULL, *vocab = NULL, *arg;
+    int fmt = 0, wnli = 0, recipe = 0, device = 0, id, rc = 0;
+    overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}};
+    ov.seed = 1;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
+        uint64_t u;
         switch (id) {
         case O_TASK: task = arg; break;
         case O_DATA: data = arg; break;
@@ -245,33 +358,163 @@ int main(int argc, char **argv)
         case O_PRED: pred = arg; break;
         case O_OUT: out = arg; break;
         case O_WNLI: wnli = 1; break;
-        case O_FORMAT:
-            if (tupe_cli_choice(&c, arg, "text|json", &fmt))
-                id = -1;
-            break;
+        case O_CKPT: ckpt = arg; break;
+        case O_VOCAB: vocab = arg; break;
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
+        case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &recipe); break;
+        case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
+        case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov.lr); break;
+        case O_GRID: rc = parse_grid(&c, arg, &ov.grid); ov.have_grid = 1; break;
+        case O_SEEDS: rc = tupe_cli_long(&c, arg, 1, 64, &ov.seeds); break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX / 2, &ov.seed); break;
+        case O_EPOCHS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov.epochs); break;
+        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 65536, &ov.batch); break;
+        case O_MAXLEN: rc = tupe_cli_long(&c, arg, 8, 65536, &ov.max_len); break;
+        case O_WARMUP: rc = tupe_cli_double(&c, arg, 0, 1, &ov.warmup); break;
+        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &ov.dropout); break;
+        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &ov.wd); break;
+        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &ov.clip); break;
+        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &ov.eps); break;
+        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &ov.beta2); break;
+        case O_CASED: ov.cased = 1; break;
+        case O_EVALS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov.evals); break;
+        case O_MAXTRAIN: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_train = u; break;
+        case O_MAXDEV: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_dev = u; break;
         }
-        if (id < 0)
-            break;
+        if (rc) {
+            tupe_cli_end(&c);
+            return TUPE_EUSAGE;
+        }
     }
-    if (id < 0) {
-        tupe_cli_end(&c);
+    if (id < 0)
         return c.exit_code;
-    }
-    int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "submit") == 0) {
-        rc = cmd_submit(&c, pred, out, wnli, wnli ? data : NULL);
-    } else {
-        const tupe_glue_task *t = task ? tupe_glue_task_find(task) : NULL;
-        if (!task)
-            rc = tupe_cli_usage(&c, "--task is required");
-        else if (!t)
-            rc = tupe_cli_usage(&c, "--task: unknown task '%s'", task);
-        else if (strcmp(name, "info") == 0)
-            rc = cmd_info(&c, t, data, fmt == 1);
-        else
-            rc = cmd_score(&c, t, task, data, split, fmt == 1);
+        rc = cmd_submit(&c, pred, out ? out : "submission.zip", wnli, wnli ? data : NULL);
+        tupe_cli_end(&c);
+        return rc;
     }
+    if (strcmp(name, "table") == 0) {
+        tupe_err e;
+        if (c.nargs != 1)
+            rc = tupe_cli_usage(&c, "expected one DIR");
+        else if (tupe_ft_table(c.args[0], &e))
+            rc = tupe_cli_error(&c, &e);
+        else {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/table.md", c.args[0]);
+            char *md;
+            size_t n;
+            if (tupe_read_file(path, &md, &n, 1 << 20, &e) == 0) {
+                fputs(md, stdout);
+                free(md);
+            }
+        }
+        tupe_cli_end(&c);
+        return rc;
+    }
+    const tupe_glue_task *t = task ? tupe_glue_task_find(task) : NULL;
+    if (!task)
+        rc = tupe_cli_usage(&c, "--task is required");
+    else if (!t)
+        rc = tupe_cli_usage(&c, "--task: unknown task '%s'", task);
+    if (rc) {
+        tupe_cli_end(&c);
+        return rc;
+    }
+    if (strcmp(name, "info") == 0 || strcmp(name, "score") == 0) {
+        rc = strcmp(name, "info") == 0 ? cmd_info(&c, t, data, fmt == 1) : cmd_score(&c, t, task, data, split, fmt == 1);
+        tupe_cli_end(&c);
+        return rc;
+    }
+    int training = strcmp(name, "train") == 0 || strcmp(name, "sweep") == 0;
+    if (!ckpt)
+        rc = tupe_cli_usage(&c, "--checkpoint is required");
+    else if (!vocab)
+        rc = tupe_cli_usage(&c, "--vocab is required (the vocabulary the model was trained with)");
+    else if ((training || strcmp(name, "predict") == 0) && !out)
+        rc = tupe_cli_usage(&c, "--output DIR is required");
+    else if (c.nargs)
+        rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
+    if (rc) {
+        tupe_cli_end(&c);
+        return rc;
+    }
+    tupe_ft_opts o;
+    memset(&o, 0, sizeof o);
+    tupe_ft_recipe(&o, recipe, t);
+    if (!training)
+        o.batch = 32, o.max_len = 0; /* the checkpoint's max_len */
+    o.data = data, o.checkpoint = ckpt, o.vocab = vocab, o.out = out;
+    o.lowercase = !ov.cased;
+    o.quiet = c.quiet;
+    o.seed = ov.seed;
+    if (ov.lr > 0) o.lr = ov.lr;
+    if (ov.have_grid) {
+        memcpy(o.grid, ov.grid.grid, sizeof o.grid);
+        o.ngrid = ov.grid.ngrid;
+    }
+    if (ov.seeds > 0) o.seeds = (int)ov.seeds;
+    if (ov.epochs > 0) o.epochs = (int)ov.epochs;
+    if (ov.batch > 0) o.batch = (int)ov.batch;
+    if (ov.max_len > 0) o.max_len = (int)ov.max_len;
+    if (ov.warmup >= 0) o.warmup_ratio = ov.warmup;
+    if (ov.dropout >= 0) o.dropout = ov.dropout;
+    if (ov.wd >= 0) o.adam.weight_decay = ov.wd;
+    if (ov.clip >= 0) o.adam.clip = ov.clip;
+    if (ov.eps >= 0) o.adam.eps = ov.eps;
+    if (ov.beta2 >= 0) o.adam.beta2 = ov.beta2;
+    if (ov.evals > 0) o.evals_per_epoch = (int)ov.evals;
+    o.max_train = (int64_t)ov.max_train;
+    o.max_dev = (int64_t)ov.max_dev;
+    tupe_backend *be = NULL;
+    if ((rc = backend(&c, device, &be))) {
+        tupe_cli_end(&c);
+        return rc;
+    }
+    tupe_err e;
+    if (strcmp(name, "train") == 0) {
+        tupe_ft_scores best;
+        if (tupe_ft_train(&o, t, be, &best, &e))
+            rc = tupe_cli_error(&c, &e);
+        else if (!c.quiet) {
+            fprintf(stderr, "tupe-glue: best %s %.2f at epoch %.2f (step %lld); checkpoint %s/best\n", t->select,
+                    100 * best.select, best.epoch, (long long)best.step, out);
+        }
+        if (!rc)
+            printf("%s\t%s\t%.4f\n", t->name, t->select, best.select);
+    } else if (strcmp(name, "sweep") == 0) {
+        double med, lr;
+        if (tupe_ft_sweep(&o, t, be, &med, &lr, &e))
+            rc = tupe_cli_error(&c, &e);
+        else
+            printf("%s\t%s\tmedian of %d seeds %.2f\tbest lr %g\n", t->name, t->select, o.seeds, 100 * med, lr);
+    } else if (strcmp(name, "eval") == 0) {
+        tupe_ft_scores s;
+        if (tupe_ft_eval(&o, t, be, &s, &e))
+            rc = tupe_cli_error(&c, &e);
+        else {
+            for (int k = 0; k < s.nsets; k++) {
+                if (fmt == 1) {
+                    printf("{\"task\":\"%s\"", s.set[k]);
+                    for (int i = 0; i < s.s[k].n; i++)
+                        printf(",\"%s\":%.6f", s.s[k].name[i], s.s[k].value[i]);
+                    printf("}\n");
+                } else {
+                    printf("%s:", s.set[k]);
+                    for (int i = 0; i < s.s[k].n; i++)
+                        printf(" %s %.2f", s.s[k].name[i], 100 * s.s[k].value[i]);
+                    printf("\n");
+                }
+            }
+        }
+    } else {
+        if (tupe_ft_predict(&o, t, be, &e))
+            rc = tupe_cli_error(&c, &e);
+        else
+            tupe_cli_note(&c, "predictions written to %s", out);
+    }
+    tupe_backend_destroy(be);
     tupe_cli_end(&c);
     return rc;
 }
