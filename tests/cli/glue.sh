@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tupe-glue: data inspection, scoring and submission on the real GLUE files, and an end-to-end
+# run: a tiny model pre-trained briefly on the bundled sample corpus, fine-tuned on a subset of
+# SST-2, must beat the majority class on the dev set by at least 5 points.
+. "$(dirname "$0")/lib.sh"
+P=$TUPE_BIN/tupe-glue
+G=$TUPE_DATA/glue
+
+run $P info --task MRPC --data $G
+check "info: rows per split and the label distribution" [ $rc = 0 ] && has $T/out "train               3668 rows" && \
+    has $T/out "dev                  408 rows, 0 skipped; 0 129 (31.6%), 1 279 (68.4%)"
+run $P info --task QQP --data $TUPE_SRC/tests/fixtures/glue/data --format json
+check "info: malformed training rows are skipped and named file:line" [ $rc = 0 ] && \
+    has $T/err "QQP/train.tsv:7: skipped: expected 6 fields, got 4" && has $T/out '"skipped": 2'
+run $P info --task QNLI --data $G
+check "info: absent files are reported, present ones read" [ $rc = 0 ] && has $T/out "train            absent" && has $T/out "dev                 5463 rows"
+run $P info --task Nope --data $G
+check "info: an unknown task is a usage error" [ $rc = 2 ] && has $T/err "unknown task 'Nope'"
+
+# Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
+{ printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
+run $P score --task MRPC --data $G $T/mrpc.tsv --format json
+check "score: the task's metrics for a leaderboard-format file" [ $rc = 0 ] && has $T/out '"acc":0.6838' && has $T/out '"f1":0.812'
+head -100 $T/mrpc.tsv >$T/short.tsv
+run $P score --task MRPC --data $G $T/short.tsv
+check "score: a file with missing rows is refused" [ $rc = 65 ] && has $T/err "99 predictions for 408 examples"
+
+# submit: refuses an incomplete set; zips a complete one.
+mkdir -p $T/sub
+run $P submit --predictions $T/sub -o $T/s.zip
+check "submit: an incomplete set is refused" [ $rc = 65 ] && has $T/err "missing" && [ ! -e $T/s.zip ]
+
+if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x "$TUPE_BIN/tupe-shard" ]; then
+    S=$TUPE_SRC/share/tupe/sample/corpus.txt.zst
+    tupe-tokenize train -q --vocab-size 4000 -o $T/vocab.txt $S
+    tupe-tokenize encode -q --docs line --vocab $T/vocab.txt $S | tupe-shard write -q -o $T/shards --seq-len 64 --valid-fraction 0.02 --shards 2
+    tupe-pretrain train -q --data $T/shards -o $T/pre --model tiny --steps 40 --warmup 4 --batch 32 --lr 1e-3 --save-every 0 --eval-every 0 --threads 2
+    ck=$T/pre/checkpoints/step-00000040
+    run $P train --task SST-2 --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ft --max-len 64 --epochs 2 --max-train 3000 --lr 1e-3 --threads 2
+    acc=$(awk '{ print $3 }' $T/out)
+    check "end to end: a tiny model beats the SST-2 majority class (50.92%) by 5 points (got $acc)" \
+        [ $rc = 0 ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.5592) }'
+    check "train keeps the best checkpoint and its scores" [ -s $T/ft/best/model.safetensors ] && [ -s $T/ft/results.json ] && [ -s $T/ft/metrics.jsonl ]
+    run $P eval --task SST-2 --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt --format json
+    check "eval reproduces the best dev score" [ $rc = 0 ] && awk -v a="$acc" -F'"acc":' '{ exit !(($2 + 0) - a < 1e-4 && a - ($2 + 0) < 1e-4) }' $T/out
+    run $P predict --task SST-2 --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt -o $T/sub
+    check "predict writes the leaderboard file with its line count" [ $rc = 0 ] && [ "$(wc -l <$T/sub/SST-2.tsv)" = 1822 ] && \
+        [ "$(head -1 $T/sub/SST-2.tsv)" = "$(printf 'index\tprediction')" ]
+    run $P eval --task RTE --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt
+    check "a checkpoint of another task is refused" [ $rc = 2 ] && has $T/err "fine-tuned on SST-2, not RTE"
+    run $P train --task SST-2 --data $G --checkpoint $ck --vocab $TUPE_DATA/vocab/bert-base-uncased-vocab.txt -o $T/ft2
+    check "a vocabulary other than the model's is refused" [ $rc = 65 ] && has $T/err "vocabulary"
+    # The other files of a submission, as any system would write them: every row predicted "0"
+    # or the first label, then submit.
+    for f in AX:1104:entailment CoLA:1063:0 MNLI-m:9796:entailment MNLI-mm:9847:entailment MRPC:1725:0 \
+             QNLI:5463:entailment QQP:390965:0 RTE:3000:entailment STS-B:1379:2.500; do
+        IFS=: read name n v <<<"$f"
+        awk -v n=$n -v v=$v 'BEGIN { print "index\tprediction"; for (i = 0; i < n; i++) print i "\t" v }' >$T/sub/$name.tsv
+    done
+    run $P submit --predictions $T/sub -o $T/s.zip --wnli-majority --data $G
+    check "submit: the 11 files checked and zipped (WNLI filled with its majority class)" [ $rc = 0 ] && \
+        [ "$(head -c 2 $T/s.zip)" = PK ] && [ "$(wc -l <$T/sub/WNLI.tsv)" = 147 ]
+fi
+exit $_failed
