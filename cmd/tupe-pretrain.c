@@ -16,7 +16,7 @@ enum {
     O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
-    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_SKIP, O_DEVICE, O_PREFETCH, O_FORMAT
+    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PREFETCH, O_FORMAT
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
@@ -54,6 +54,7 @@ static const tupe_opt train_opts[] = {
     {O_KEEP_STEP, "keep-step", 0, TUPE_REQARG, "N[,N]...", "also keep the checkpoints of these steps (repeatable)", NULL},
     {O_RESUME, "resume", 'r', TUPE_NOARG, NULL, "continue from the run directory's latest checkpoint", NULL},
     {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
+    {O_MAX_TIME, "max-time", 0, TUPE_REQARG, "SECONDS", "leave after the step that passes this time, with a\ncheckpoint (the schedule still spans --steps)", NULL},
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
     {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
@@ -168,6 +169,7 @@ int main(int argc, char **argv)
         case O_KEEP_STEP: rc = keep_steps(&c, arg, &o); break;
         case O_RESUME: o.resume = 1; break;
         case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.stop_after = (int64_t)u; break;
+        case O_MAX_TIME: rc = tupe_cli_double(&c, arg, 1, 1e9, &o.max_time); break;
         case O_SKIP: o.skip_nonfinite = 1; break;
         case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o.prefetch = (int)v; break;

@@ -647,7 +647,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
 
-    double t_last = tupe_now(), t0 = t_last - st.elapsed, loss_acc = 0;
+    double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
     int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
     uint64_t cur_epoch = UINT64_MAX;
     int64_t last_step = st.step;
@@ -758,7 +758,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                 break;
             saved_at = step;
         }
-        int32_t flag = (stop && *stop) || (o->stop_after > 0 && step - resume_step >= o->stop_after);
+        /* Rank 0's clock decides the time limit; the flag is shared below. */
+        int32_t flag = (stop && *stop) || (o->stop_after > 0 && step - resume_step >= o->stop_after) ||
+                       (r.rank == 0 && o->max_time > 0 && tupe_now() - t_start >= o->max_time);
         if ((rc = tupe_comm_allmax_i32(comm, &flag, 1, e)))
             break;
         if (flag) {

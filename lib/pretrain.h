@@ -53,6 +53,8 @@ typedef struct tupe_pretrain_opts {
     int resume;                  /* continue from the latest checkpoint of the run directory */
     int64_t stop_after;          /* leave (with a checkpoint) after this many steps of this
                                     invocation; 0 = run to the end of the schedule */
+    double max_time;             /* leave (with a checkpoint) after the step that ends past this
+                                    many seconds of this invocation; 0 = no limit */
     int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
     int quiet, verbose;
     int prefetch;                /* frames decoded ahead by the shard reader */

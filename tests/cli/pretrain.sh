@@ -71,6 +71,9 @@ check "SIGINT: a checkpoint and exit 0" [ $rc = 0 ] && has $T/err "interrupted a
 run $P train "${common[@]}" -o $T/f --steps 100000 --resume --stop-after 2
 check "an interrupted run resumes" [ $rc = 0 ] && has $T/err "resumed from"
 
+run $P train "${common[@]}" -o $T/t --steps 100000 --max-time 1
+check "--max-time leaves with a checkpoint" [ $rc = 0 ] && has $T/err "stopped after step" && [ -n "$(ls $T/t/checkpoints)" ]
+
 # Non-finite values: stop with the last good checkpoint, or skip with --skip-nonfinite.
 run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6
 check "a non-finite loss stops the run (exit 1, clear message)" [ $rc = 1 ] && has $T/err "step 3: non-finite loss"
