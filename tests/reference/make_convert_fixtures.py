@@ -21,6 +21,8 @@ Writes:
   hf-legacy/                    the same weights under the legacy LayerNorm.gamma/beta names,
                                 with a position_ids buffer and the tied decoder tensors present
   hf-sharded/                   the same model saved in several shards with an index
+  hf-bare/                      its encoder as a BertModel (no "bert." prefix, a pooler, no
+                                masked-LM head)
   hf-cls/, hf-cls.logits...     a BertForSequenceClassification (3 named labels, finetuning_task
                                 MNLI) and its logits [3, 3]
   fairseq/tupe-r.safetensors    a TUPE-R model under the TUPE fairseq names, made from a .pt file
@@ -264,7 +266,7 @@ def main():
             sys.exit("%s: not built (make tests)" % p)
 
     from transformers import (AutoModel, AutoTokenizer, BertForMaskedLM,
-                              BertForSequenceClassification)
+                              BertForSequenceClassification, BertModel)
     import safetensors
     import transformers
 
@@ -310,6 +312,10 @@ def main():
     shutil.copy(os.path.join(OUT, "vocab.txt"), hfb)
     save_logits(os.path.join(OUT, "hf-bert.logits.safetensors"), hf_logits(m, ids, lengths))
     m.save_pretrained(os.path.join(OUT, "hf-sharded"), max_shard_size="40KB")
+    bare = BertModel(bert_config()).eval()            # with a pooler, without the prefix
+    bare.load_state_dict(m.bert.state_dict(), strict=False)
+    bare.save_pretrained(os.path.join(OUT, "hf-bare"))
+    assert not any(k.startswith("bert.") for k in load_file(os.path.join(OUT, "hf-bare", "model.safetensors")))
     assert os.path.exists(os.path.join(OUT, "hf-sharded", "model.safetensors.index.json"))
     sd = load_file(os.path.join(hfb, "model.safetensors"))
     legacy = {}
