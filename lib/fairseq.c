@@ -2,7 +2,6 @@
 
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +18,6 @@ typedef struct fs_ctx {
     tupe_config c;
     float *qkv;              /* one in_proj weight [3D, D] */
 } fs_ctx;
-
-static void fs_note(const fs_ctx *x, int level, const char *fmt, ...) TUPE_PRINTF(3, 4);
-static void fs_note(const fs_ctx *x, int level, const char *fmt, ...)
-{
-    if (!x->o->note)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    x->o->note(x->o->note_ctx, level, msg);
-}
 
 static const tupe_st_tensor *find(const fs_ctx *x, const char *prefix, const char *name)
 {
@@ -187,19 +173,6 @@ static int pick_head(fs_ctx *x, tupe_err *e)
     return 0;
 }
 
-static int mark_prefix(fs_ctx *x, const char *prefix, const char *why)
-{
-    size_t n = strlen(prefix);
-    int k = 0;
-    for (size_t i = 0; i < tupe_tset_count(x->s); i++)
-        if (!tupe_tset_used(x->s, i) && strncmp(tupe_tset_name(x->s, i), prefix, n) == 0) {
-            tupe_tset_use(x->s, i);
-            fs_note(x, 1, "%s: '%s' dropped: %s", x->file, tupe_tset_name(x->s, i), why);
-            k++;
-        }
-    return k;
-}
-
 /* The configuration the tensors imply. */
 static int shape_config(fs_ctx *x, tupe_err *e)
 {
@@ -281,21 +254,13 @@ static int check_lm_tied(fs_ctx *x, tupe_model *m, tupe_err *e)
 {
     char n[64];
     snprintf(n, sizeof n, "%sweight", x->lm);
+    int same;
     if (tupe_tset_find(x->s, n) < 0)
         return 0;
-    const tupe_param *p = tupe_layout_find(tupe_model_layout(m), "embeddings.word_embeddings.weight");
-    float *a = malloc(p->numel * sizeof *a), *b = malloc(p->numel * sizeof *b);
-    uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
-    int rc = !a || !b ? tupe_fail(e, TUPE_EFAIL, "out of memory") : 0;
-    if (!rc)
-        rc = tupe_tset_read(x->s, n, 2, shape, a, e);
-    if (!rc)
-        rc = tupe_model_get(m, p->name, b, p->numel, e);
-    if (!rc && memcmp(a, b, p->numel * sizeof *a) != 0)
+    int rc = tupe_import_same(x->s, n, m, "embeddings.word_embeddings.weight", &same, e);
+    if (!rc && !same)
         rc = tupe_fail_tensor(e, TUPE_EDATA, x->file, n, "differs from %sembed_tokens.weight: tupe "
                               "ties the output layer to the token embeddings", x->enc);
-    free(a);
-    free(b);
     return rc;
 }
 
@@ -329,19 +294,20 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
         const char *n = tupe_tset_name(x.s, i);
         if (ends_with(n, ".version") || ends_with(n, "._float_tensor")) {
             tupe_tset_use(x.s, i);
-            fs_note(&x, 1, "%s: '%s' ignored: a buffer, not a parameter", file, n);
+            tupe_note(o->note, o->note_ctx, 1, "%s: '%s' ignored: a buffer, not a parameter", file, n);
         }
     }
     if ((rc = pick_head(&x, e)) || (rc = shape_config(&x, e)))
         goto out;
     if (x.head[0]) {
-        mark_prefix(&x, x.lm, "a classification model has no masked-LM head");
+        tupe_tset_drop(x.s, x.lm, "a classification model has no masked-LM head", o->note,
+                       o->note_ctx);
         for (size_t i = 0; i < tupe_tset_count(x.s); i++) {
             const char *n = tupe_tset_name(x.s, i);
             if (!tupe_tset_used(x.s, i) && strncmp(n, "classification_heads.", 21) == 0 &&
                 strncmp(n, x.head, strlen(x.head)) != 0) {
                 tupe_tset_use(x.s, i);
-                fs_note(&x, 0, "%s: '%s' dropped: another classification head", file, n);
+                tupe_note(o->note, o->note_ctx, 0, "%s: '%s' dropped: another classification head", file, n);
             }
         }
     }
@@ -379,7 +345,7 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     rc = state ? tupe_ckpt_save(ckpt, m, NULL, state, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
     free(state);
     if (!rc)
-        fs_note(&x, 1, "%s: %s, %d layers, %d heads, vocabulary %d, %zu parameters", ckpt,
+        tupe_note(o->note, o->note_ctx, 1, "%s: %s, %d layers, %d heads, vocabulary %d, %zu parameters", ckpt,
                 tupe_position_name(x.c.position), x.c.num_layers, x.c.num_heads, x.c.vocab_size,
                 tupe_model_layout(m)->nparams);
 out:

@@ -3,7 +3,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,19 +44,6 @@ int tupe_hf_name(const char *ours, char *hf, size_t cap)
         }
     }
     return -1;
-}
-
-static void note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...) TUPE_PRINTF(4, 5);
-static void note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...)
-{
-    if (!fn)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fn(ctx, level, msg);
 }
 
 /* The scale factor of the content scores as the fairseq code names it: 1/sqrt(d * factor). */
@@ -355,7 +341,7 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;
     if (!rc)
-        note(o->note, o->note_ctx, 1, "%s: model_type \"%s\" (%s), %zu parameters, %s",
+        tupe_note(o->note, o->note_ctx, 1, "%s: model_type \"%s\" (%s), %zu parameters, %s",
              dir, x.bert ? "bert" : "tupe", tupe_position_name(x.c->position),
              tupe_model_layout(x.m)->nparams, dtype_torch(o->dtype));
 out:
@@ -505,7 +491,7 @@ static int normalize_names(import_ctx *x, tupe_err *e)
             legacy = 1;
         }
         if (legacy && !x->legacy_noted) {
-            note(x->o->note, x->o->note_ctx, 1, "%s: legacy LayerNorm.gamma/beta names read as "
+            tupe_note(x->o->note, x->o->note_ctx, 1, "%s: legacy LayerNorm.gamma/beta names read as "
                  "LayerNorm.weight/bias", tupe_tset_file(x->s, i));
             x->legacy_noted = 1;
         }
@@ -518,30 +504,6 @@ static int normalize_names(import_ctx *x, tupe_err *e)
             return rc;
     }
     return 0;
-}
-
-static int has_prefix(const tupe_tset *s, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    for (size_t i = 0; i < tupe_tset_count(s); i++)
-        if (strncmp(tupe_tset_name(s, i), prefix, n) == 0)
-            return 1;
-    return 0;
-}
-
-/* Mark the tensors under `prefix` used, with a note; returns how many. */
-static int drop_prefix(import_ctx *x, const char *prefix, const char *why)
-{
-    size_t n = strlen(prefix);
-    int k = 0;
-    for (size_t i = 0; i < tupe_tset_count(x->s); i++)
-        if (!tupe_tset_used(x->s, i) && strncmp(tupe_tset_name(x->s, i), prefix, n) == 0) {
-            tupe_tset_use(x->s, i);
-            note(x->o->note, x->o->note_ctx, 1, "%s: '%s' dropped: %s", tupe_tset_file(x->s, i),
-                 tupe_tset_orig(x->s, i), why);
-            k++;
-        }
-    return k;
 }
 
 static int hf_fill(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
@@ -561,26 +523,16 @@ static int check_tied(import_ctx *x, tupe_model *m, const char *name, const char
                       tupe_err *e)
 {
     long i = tupe_tset_find(x->s, name);
+    int same;
     if (i < 0)
         return 0;
-    const tupe_param *p = tupe_layout_find(tupe_model_layout(m), ours);
-    if (!p)
-        return 0;
-    float *a = malloc(p->numel * sizeof *a), *b = malloc(p->numel * sizeof *b);
-    uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
-    int rc = !a || !b ? tupe_fail(e, TUPE_EFAIL, "out of memory") : 0;
-    if (!rc)
-        rc = tupe_tset_read(x->s, name, p->ndim, shape, a, e);
-    if (!rc)
-        rc = tupe_model_get(m, ours, b, p->numel, e);
-    if (!rc && memcmp(a, b, p->numel * sizeof *a) != 0) {
+    int rc = tupe_import_same(x->s, name, m, ours, &same, e);
+    if (!rc && !same) {
         char hf[TUPE_PARAM_NAME + 16];
         tupe_hf_name(ours, hf, sizeof hf);
         rc = tupe_fail_tensor(e, TUPE_EDATA, tupe_tset_file(x->s, (size_t)i), name,
                               "differs from '%s': tupe ties the output layer to it", hf);
     }
-    free(a);
-    free(b);
     return rc;
 }
 
@@ -603,7 +555,7 @@ static int zero_type_row(import_ctx *x, tupe_err *e)
     free(row);
     if (!rc && zero) {
         x->c.type_vocab_size = 0;
-        note(x->o->note, x->o->note_ctx, 1, "%s: one all-zero token type row: no token-type "
+        tupe_note(x->o->note, x->o->note_ctx, 1, "%s: one all-zero token type row: no token-type "
              "embedding", x->src);
     }
     return rc;
@@ -739,17 +691,20 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
                            "has %d rows", x.cfgpath, json_object_size(id2), x.c.num_labels);
             goto out;
         }
-        drop_prefix(&x, "cls.", "a classification model has no masked-LM head");
+        tupe_tset_drop(x.s, "cls.", "a classification model has no masked-LM head", o->note,
+                       o->note_ctx);
     } else {
         x.c.num_labels = 0;
-        x.head_missing = !has_prefix(x.s, "cls.predictions.");
-        if (has_prefix(x.s, "bert.pooler."))
-            drop_prefix(&x, "bert.pooler.", "a pooler without a classifier is not part of a "
-                        "masked-LM model");
+        x.head_missing = !tupe_tset_has_prefix(x.s, "cls.predictions.");
+        tupe_tset_drop(x.s, "bert.pooler.", "a pooler without a classifier is not part of a "
+                       "masked-LM model", o->note, o->note_ctx);
     }
-    drop_prefix(&x, "cls.seq_relationship.", "the next-sentence head is not used");
-    drop_prefix(&x, "bert.embeddings.position_ids", "a buffer, not a parameter");
-    drop_prefix(&x, "bert.embeddings.token_type_ids", "a buffer, not a parameter");
+    tupe_tset_drop(x.s, "cls.seq_relationship.", "the next-sentence head is not used", o->note,
+                   o->note_ctx);
+    tupe_tset_drop(x.s, "bert.embeddings.position_ids", "a buffer, not a parameter", o->note,
+                   o->note_ctx);
+    tupe_tset_drop(x.s, "bert.embeddings.token_type_ids", "a buffer, not a parameter", o->note,
+                   o->note_ctx);
     if ((rc = zero_type_row(&x, e)))
         goto out;
     if ((rc = tupe_config_check(&x.c, 1, e))) {
@@ -771,7 +726,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         goto out;
     }
     if (x.head_missing)
-        note(o->note, o->note_ctx, 0, "%s: no masked-LM head (cls.predictions.*): initialized "
+        tupe_note(o->note, o->note_ctx, 0, "%s: no masked-LM head (cls.predictions.*): initialized "
              "from seed %llu", src, (unsigned long long)o->seed);
     if (!(state = import_state(&x))) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -779,7 +734,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     }
     rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     if (!rc)
-        note(o->note, o->note_ctx, 1, "%s: %s, %zu parameters, %s head", ckpt,
+        tupe_note(o->note, o->note_ctx, 1, "%s: %s, %zu parameters, %s head", ckpt,
              tupe_position_name(x.c.position), tupe_model_layout(m)->nparams,
              x.c.num_labels ? "classification" : "masked-LM");
 out:

@@ -2,6 +2,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +342,41 @@ int tupe_tset_read(tupe_tset *s, const char *name, int ndim, const uint64_t *sha
 void tupe_tset_use(tupe_tset *s, size_t i) { s->ent[i].used = 1; }
 int tupe_tset_used(const tupe_tset *s, size_t i) { return s->ent[i].used; }
 
+int tupe_tset_has_prefix(const tupe_tset *s, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < s->n; i++)
+        if (strncmp(s->ent[i].name, prefix, n) == 0)
+            return 1;
+    return 0;
+}
+
+size_t tupe_tset_drop(tupe_tset *s, const char *prefix, const char *why, tupe_note_fn note,
+                      void *ctx)
+{
+    size_t n = strlen(prefix), k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->ent[i].used && strncmp(s->ent[i].name, prefix, n) == 0) {
+            s->ent[i].used = 1;
+            tupe_note(note, ctx, 1, "%s: '%s' dropped: %s", tupe_tset_file(s, i),
+                      s->ent[i].t->name, why);
+            k++;
+        }
+    return k;
+}
+
+void tupe_note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...)
+{
+    if (!fn)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(ctx, level, msg);
+}
+
 long tupe_tset_unused(const tupe_tset *s)
 {
     for (size_t i = 0; i < s->n; i++)
@@ -410,6 +446,27 @@ int tupe_import_build(tupe_model **mp, const tupe_config *c, uint64_t seed, tupe
     }
     *mp = m;
     return 0;
+}
+
+int tupe_import_same(tupe_tset *s, const char *name, tupe_model *m, const char *param, int *equal,
+                     tupe_err *e)
+{
+    *equal = 0;
+    const tupe_param *p = tupe_layout_find(tupe_model_layout(m), param);
+    if (!p)
+        return tupe_fail(e, TUPE_EFAIL, "the model has no parameter '%s'", param);
+    float *a = malloc(p->numel * sizeof *a), *b = malloc(p->numel * sizeof *b);
+    uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
+    int rc = !a || !b ? tupe_fail(e, TUPE_EFAIL, "out of memory") : 0;
+    if (!rc)
+        rc = tupe_tset_read(s, name, p->ndim, shape, a, e);
+    if (!rc)
+        rc = tupe_model_get(m, param, b, p->numel, e);
+    if (!rc)
+        *equal = memcmp(a, b, p->numel * sizeof *a) == 0;
+    free(a);
+    free(b);
+    return rc;
 }
 
 int tupe_import_load(tupe_model **mp, const char *ckpt, char **train_state, tupe_err *e)

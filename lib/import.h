@@ -24,6 +24,8 @@
 
 /* A remark for the user (cmd/ prints it): level 0 always (unless -q), level 1 with -v. */
 typedef void (*tupe_note_fn)(void *ctx, int level, const char *msg);
+/* Format a remark and hand it to fn (nothing when fn is NULL). */
+void tupe_note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...) TUPE_PRINTF(4, 5);
 
 typedef struct tupe_tset tupe_tset;
 
@@ -70,6 +72,12 @@ void tupe_tset_use(tupe_tset *s, size_t i);
 int tupe_tset_used(const tupe_tset *s, size_t i);
 /* The first tensor not used, or -1. */
 long tupe_tset_unused(const tupe_tset *s);
+/* 1 if some tensor's current name starts with prefix. */
+int tupe_tset_has_prefix(const tupe_tset *s, const char *prefix);
+/* Mark the unused tensors whose names start with prefix used, each with a level-1 note
+ * "FILE: 'NAME' dropped: WHY"; returns how many. */
+size_t tupe_tset_drop(tupe_tset *s, const char *prefix, const char *why, tupe_note_fn note,
+                      void *ctx);
 
 /* ---- building the model ------------------------------------------------------------------ */
 
@@ -85,6 +93,10 @@ typedef int (*tupe_import_fill)(void *ctx, const tupe_param *p, float *dst, tupe
 int tupe_import_build(tupe_model **m, const tupe_config *c, uint64_t seed, tupe_import_fill fill,
                       void *ctx, tupe_err *e);
 void tupe_import_free(tupe_model *m);
+/* *equal = 1 when tensor `name` of the set (read as fp32, the parameter's shape) equals the
+ * model's parameter `param` bit for bit: a tied tensor a file stores twice. */
+int tupe_import_same(tupe_tset *s, const char *name, tupe_model *m, const char *param, int *equal,
+                     tupe_err *e);
 
 /* A checkpoint's model on a CPU backend of its own, loaded and verified (shapes, hashes,
  * configuration); *train_state receives its training state (malloc'd JSON, or NULL). */
