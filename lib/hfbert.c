@@ -100,7 +100,9 @@ static int write_json(const char *path, const json_t *v, tupe_err *e)
 
 typedef struct export_ctx {
     const tupe_hf_export_opts *o;
-    tupe_model *m;
+    tupe_tset *s;         /* the checkpoint, checked */
+    tupe_layout lay;
+    tupe_config cfg;
     const tupe_config *c;
     json_t *state;        /* training state, or NULL */
     tupe_vocab *v;
@@ -117,13 +119,14 @@ static int add_tensor(tupe_stw *w, const char *name, int dtype, int ndim, const 
 
 static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
 {
-    const tupe_layout *lay = tupe_model_layout(x->m);
+    const tupe_layout *lay = &x->lay;
     const tupe_config *c = x->c;
+    int to = x->o->dtype;
     tupe_stw *w = tupe_stw_new();
-    size_t most = 0;
+    size_t most = (size_t)c->hidden_size;
     for (size_t i = 0; i < lay->count; i++)
         most = lay->t[i].numel > most ? lay->t[i].numel : most;
-    float *buf = malloc((most > (size_t)c->hidden_size ? most : (size_t)c->hidden_size) * sizeof *buf);
+    float *buf = malloc(most * sizeof *buf);
     int rc = 0;
     if (!w || !buf) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -139,14 +142,25 @@ static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
             break;
         }
         uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
-        if (!(rc = tupe_model_get(x->m, p->name, buf, p->numel, e)))
-            rc = add_tensor(w, hf, x->o->dtype, p->ndim, shape, buf, e);
+        int dt;
+        const void *data = tupe_tset_raw(x->s, p->name, p->ndim, shape, &dt, e);
+        if (!data) {
+            rc = e->code;
+            break;
+        }
+        /* Already in the target precision: written straight from the mapped checkpoint. */
+        if (dt == to) {
+            rc = tupe_stw_add(w, hf, dt, p->ndim, shape, data, e);
+        } else {
+            tupe_to_f32(dt, data, buf, p->numel);
+            rc = add_tensor(w, hf, to, p->ndim, shape, buf, e);
+        }
     }
     if (!rc && x->bert && c->type_vocab_size == 0) {
         /* BertEmbeddings always adds a token-type row: one of zeros adds nothing. */
         uint64_t shape[2] = {1, (uint64_t)c->hidden_size};
         memset(buf, 0, (size_t)c->hidden_size * sizeof *buf);
-        rc = add_tensor(w, TT_NAME, x->o->dtype, 2, shape, buf, e);
+        rc = add_tensor(w, TT_NAME, to, 2, shape, buf, e);
     }
     if (!rc)
         rc = tupe_stw_write(w, path, e);
@@ -299,16 +313,16 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     export_ctx x;
     memset(&x, 0, sizeof x);
     x.o = o;
-    char *ts = NULL;
     tupe_dirtx *tx = NULL;
     json_t *cfg = NULL;
     if (o->dtype != TUPE_F32 && o->dtype != TUPE_BF16 && o->dtype != TUPE_F16)
         return tupe_fail(e, TUPE_EUSAGE, "export: dtype must be F32, BF16 or F16");
-    int rc = tupe_import_load(&x.m, ckpt, &ts, e);
+    int rc = tupe_import_open_ckpt(&x.s, ckpt, &x.cfg, &x.lay, e);
     if (rc)
         return rc;
-    x.c = tupe_model_config(x.m);
+    x.c = &x.cfg;
     x.bert = x.c->position == TUPE_POS_BERT_A;
+    const char *ts = tupe_tset_meta(x.s, "train_state");
     if (ts) {
         json_error_t je;
         x.state = json_loads(ts, 0, &je);
@@ -343,14 +357,14 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     if (!rc)
         tupe_note(o->note, o->note_ctx, 1, "%s: model_type \"%s\" (%s), %zu parameters, %s",
              dir, x.bert ? "bert" : "tupe", tupe_position_name(x.c->position),
-             tupe_model_layout(x.m)->nparams, dtype_torch(o->dtype));
+             x.lay.nparams, dtype_torch(o->dtype));
 out:
     tupe_dirtx_abort(tx);
     json_decref(cfg);
     json_decref(x.state);
     tupe_vocab_free(x.v);
-    free(ts);
-    tupe_import_free(x.m);
+    tupe_layout_free(&x.lay);
+    tupe_tset_close(x.s);
     return rc;
 }
 

@@ -309,33 +309,54 @@ void tupe_tset_expect_source(tupe_tset *s, const char *what)
     s->expect = what ? strdup(what) : NULL;
 }
 
-int tupe_tset_read(tupe_tset *s, const char *name, int ndim, const uint64_t *shape, float *out,
-                   tupe_err *e)
+const void *tupe_tset_raw(tupe_tset *s, const char *name, int ndim, const uint64_t *shape,
+                          int *dtype, tupe_err *e)
 {
     char want[160], got[160];
     long i = tupe_tset_find(s, name);
     const char *src = s->expect ? s->expect : "";
     const char *sep = s->expect ? " " : "";
-    if (i < 0)
-        return tupe_fail_tensor(e, TUPE_EDATA, s->nfiles == 1 ? tupe_st_path(s->files[0]) : "(shards)",
-                                name, "missing: expected a tensor of shape %s%s%s",
-                                tupe_shape_str(want, sizeof want, ndim, shape), sep, src);
+    if (i < 0) {
+        tupe_fail_tensor(e, TUPE_EDATA, s->nfiles == 1 ? tupe_st_path(s->files[0]) : "(shards)",
+                         name, "missing: expected a tensor of shape %s%s%s",
+                         tupe_shape_str(want, sizeof want, ndim, shape), sep, src);
+        return NULL;
+    }
     const tupe_st_tensor *t = s->ent[i].t;
     const char *path = tupe_tset_file(s, (size_t)i);
     int ok = t->ndim == ndim;
     for (int d = 0; ok && d < ndim; d++)
         ok = t->shape[d] == shape[d];
-    if (!ok)
-        return tupe_fail_tensor(e, TUPE_EDATA, path, t->name, "shape %s, expected %s%s%s",
-                                tupe_shape_str(got, sizeof got, t->ndim, t->shape),
-                                tupe_shape_str(want, sizeof want, ndim, shape), sep, src);
+    if (!ok) {
+        tupe_fail_tensor(e, TUPE_EDATA, path, t->name, "shape %s, expected %s%s%s",
+                         tupe_shape_str(got, sizeof got, t->ndim, t->shape),
+                         tupe_shape_str(want, sizeof want, ndim, shape), sep, src);
+        return NULL;
+    }
     if (t->dtype != TUPE_F32 && t->dtype != TUPE_F16 && t->dtype != TUPE_BF16 &&
-        t->dtype != TUPE_F64)
-        return tupe_fail_tensor(e, TUPE_EDATA, path, t->name,
-                                "dtype %s, expected a floating-point type (F32, F16, BF16)",
-                                tupe_dtype_name(t->dtype));
-    tupe_to_f32(t->dtype, t->data, out, (size_t)t->numel);
+        t->dtype != TUPE_F64) {
+        tupe_fail_tensor(e, TUPE_EDATA, path, t->name,
+                         "dtype %s, expected a floating-point type (F32, F16, BF16)",
+                         tupe_dtype_name(t->dtype));
+        return NULL;
+    }
     s->ent[i].used = 1;
+    *dtype = t->dtype;
+    /* A tensor of no elements may have no bytes to point at. */
+    return t->data ? t->data : (const void *)"";
+}
+
+int tupe_tset_read(tupe_tset *s, const char *name, int ndim, const uint64_t *shape, float *out,
+                   tupe_err *e)
+{
+    int dt;
+    const void *data = tupe_tset_raw(s, name, ndim, shape, &dt, e);
+    if (!data)
+        return e ? e->code : TUPE_EDATA;
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    tupe_to_f32(dt, data, out, (size_t)n);
     return 0;
 }
 
@@ -419,10 +440,6 @@ int tupe_import_build(tupe_model **mp, const tupe_config *c, uint64_t seed, tupe
     int rc = make_model(&m, c, e);
     if (rc)
         return rc;
-    if ((rc = tupe_model_init(m, seed, e))) {
-        tupe_import_free(m);
-        return rc;
-    }
     const tupe_layout *lay = tupe_model_layout(m);
     size_t most = 0;
     for (size_t i = 0; i < lay->count; i++)
@@ -435,9 +452,13 @@ int tupe_import_build(tupe_model **mp, const tupe_config *c, uint64_t seed, tupe
     for (size_t i = 0; i < lay->count && !rc; i++) {
         const tupe_param *p = &lay->t[i];
         int r = fill(ctx, p, buf, e);
+        /* Drawing 100M normal values takes seconds: only for what the source lacks. */
         if (r == TUPE_IMPORT_KEEP)
-            continue;
-        rc = r ? r : tupe_model_set(m, p->name, buf, p->numel, e);
+            tupe_param_init_values(p, c->initializer_range, seed, buf);
+        else if (r)
+            rc = r;
+        if (!rc)
+            rc = tupe_model_set(m, p->name, buf, p->numel, e);
     }
     free(buf);
     if (rc) {
@@ -469,23 +490,46 @@ int tupe_import_same(tupe_tset *s, const char *name, tupe_model *m, const char *
     return rc;
 }
 
-int tupe_import_load(tupe_model **mp, const char *ckpt, char **train_state, tupe_err *e)
+int tupe_import_open_ckpt(tupe_tset **sp, const char *ckpt, tupe_config *c, tupe_layout *lay,
+                          tupe_err *e)
 {
-    *mp = NULL;
-    *train_state = NULL;
-    tupe_config c;
-    int rc = tupe_ckpt_config(ckpt, &c, e);
+    *sp = NULL;
+    memset(lay, 0, sizeof *lay);
+    tupe_tset *s;
+    size_t k;
+    int rc = tupe_tset_open_path(&s, ckpt, e);
     if (rc)
         return rc;
-    if ((rc = tupe_config_check(&c, 1, e)))
-        return tupe_err_wrap(e, "%s", ckpt);
-    tupe_model *m;
-    if ((rc = make_model(&m, &c, e)))
-        return rc;
-    if ((rc = tupe_ckpt_load(ckpt, m, NULL, train_state, 0, e))) {
-        tupe_import_free(m);
+    const char *js = tupe_tset_meta(s, "config");
+    const char *path = tupe_st_path(s->files[0]);
+    char name[PATH_MAX + 32];
+    snprintf(name, sizeof name, "%s: __metadata__ config", path);
+    if (!js)
+        rc = tupe_fail(e, TUPE_EDATA, "%s: no model configuration in __metadata__ (not a tupe "
+                       "checkpoint?)", path);
+    else if (!(rc = tupe_config_parse(c, js, strlen(js), name, e)) &&
+             (rc = tupe_config_check(c, 1, e)))
+        tupe_err_wrap(e, "%s", name);
+    if (!rc)
+        rc = tupe_tset_verify(s, &k, e);
+    if (!rc)
+        rc = tupe_layout_build(lay, c, e);
+    for (size_t i = 0; !rc && i < lay->count; i++) {
+        const tupe_param *p = &lay->t[i];
+        uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
+        int dt;
+        if (!tupe_tset_raw(s, p->name, p->ndim, shape, &dt, e))
+            rc = e->code;
+    }
+    long u = rc ? -1 : tupe_tset_unused(s);
+    if (u >= 0)
+        rc = tupe_fail_tensor(e, TUPE_EDATA, path, s->ent[u].name, "not a parameter of this model");
+    if (rc) {
+        tupe_layout_free(lay);
+        memset(lay, 0, sizeof *lay);
+        tupe_tset_close(s);
         return rc;
     }
-    *mp = m;
+    *sp = s;
     return 0;
 }

@@ -68,6 +68,9 @@ void tupe_tset_expect_source(tupe_tset *s, const char *what);
  * used. */
 int tupe_tset_read(tupe_tset *s, const char *name, int ndim, const uint64_t *shape, float *out,
                    tupe_err *e);
+/* The same checks, without converting: the tensor's bytes (in the mapped file) and dtype. */
+const void *tupe_tset_raw(tupe_tset *s, const char *name, int ndim, const uint64_t *shape,
+                          int *dtype, tupe_err *e);
 void tupe_tset_use(tupe_tset *s, size_t i);
 int tupe_tset_used(const tupe_tset *s, size_t i);
 /* The first tensor not used, or -1. */
@@ -88,8 +91,9 @@ size_t tupe_tset_drop(tupe_tset *s, const char *prefix, const char *why, tupe_no
  * error status with e set. */
 typedef int (*tupe_import_fill)(void *ctx, const tupe_param *p, float *dst, tupe_err *e);
 
-/* A model of configuration c (vocab_size set) on a CPU backend of its own, initialized from
- * `seed`, then every tensor given by fill. Free with tupe_import_free. */
+/* A model of configuration c (vocab_size set) on a CPU backend of its own, every tensor given
+ * by fill, or, where fill keeps it, the BERT initialization drawn from `seed` (the values
+ * tupe_model_init gives). Free with tupe_import_free. */
 int tupe_import_build(tupe_model **m, const tupe_config *c, uint64_t seed, tupe_import_fill fill,
                       void *ctx, tupe_err *e);
 void tupe_import_free(tupe_model *m);
@@ -98,9 +102,13 @@ void tupe_import_free(tupe_model *m);
 int tupe_import_same(tupe_tset *s, const char *name, tupe_model *m, const char *param, int *equal,
                      tupe_err *e);
 
-/* A checkpoint's model on a CPU backend of its own, loaded and verified (shapes, hashes,
- * configuration); *train_state receives its training state (malloc'd JSON, or NULL). */
-int tupe_import_load(tupe_model **m, const char *ckpt, char **train_state, tupe_err *e);
+/* A tupe checkpoint (the directory or its model.safetensors) opened as a tensor set without
+ * building a model, checked as tupe_ckpt_load checks it: the configuration in its metadata,
+ * every parameter of that configuration's layout present with its shape and a float dtype,
+ * no other tensor, every hash. *c and *lay receive the configuration and its layout (free
+ * with tupe_layout_free). */
+int tupe_import_open_ckpt(tupe_tset **s, const char *ckpt, tupe_config *c, tupe_layout *lay,
+                          tupe_err *e);
 
 /* "[a, b]" into buf. */
 const char *tupe_shape_str(char *buf, size_t cap, int ndim, const uint64_t *shape);

@@ -125,8 +125,11 @@ static void cast_checkpoint_still_loads(void)
     CHECK_INT(tupe_tf_cast(unit_path("ck"), unit_path("ck16"), TUPE_BF16, &r, &e), 0);
     CHECK_INT(r.optimizer_left, 0);
     tupe_cast_free(&r);
+    tupe_config c2;
+    CHECK_INT(tupe_ckpt_config(unit_path("ck16"), &c2, &e), 0);
+    CHECK_INT(tupe_import_build(&m, &c2, 2, fill_ramp, NULL, &e), 0);
     char *ts;
-    CHECK_INT(tupe_import_load(&m, unit_path("ck16"), &ts, &e), 0);
+    CHECK_INT(tupe_ckpt_load(unit_path("ck16"), m, NULL, &ts, 0, &e), 0);
     CHECK_STR(ts, "{\"step\":3}");
     free(ts);
     const tupe_param *p = tupe_layout_find(tupe_model_layout(m), "position.query.weight");
