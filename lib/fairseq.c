@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "tensorfile.h"
 
 typedef struct fs_ctx {
     const tupe_fairseq_opts *o;
@@ -342,7 +343,10 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     }
     char *state = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(st);
-    rc = state ? tupe_ckpt_save(ckpt, m, NULL, state, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (!state)
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    else if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
+        rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     free(state);
     if (!rc)
         tupe_note(o->note, o->note_ctx, 1, "%s: %s, %d layers, %d heads, vocabulary %d, %zu parameters", ckpt,

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "safetensors.h"
+#include "tensorfile.h"
 #include "vocab.h"
 
 #define HF_MODEL "model.safetensors"
@@ -276,7 +277,7 @@ static int export_vocab(export_ctx *x, tupe_dirtx *tx, tupe_err *e)
     } else {
         /* transformers has no fastBPE tokenizer: vocab.txt lists the ids' symbols, and the
          * BPE files travel along for tupe-tokenize. */
-        tupe_out *o;
+        tupe_out *o = NULL;
         snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "vocab.txt"));
         rc = tupe_out_open(&o, path, e);
         for (uint32_t id = 0; !rc && id < tupe_vocab_size(v); id++) {
@@ -342,7 +343,7 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
                        o->vocab, have, ckpt, want);
         goto out;
     }
-    if ((rc = tupe_dirtx_begin(&tx, dir, e)))
+    if ((rc = tupe_tf_replaceable(dir, HF_CONFIG, e)) || (rc = tupe_dirtx_begin(&tx, dir, e)))
         goto out;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_MODEL));
@@ -746,7 +747,8 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
-    rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
+    if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
+        rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     if (!rc)
         tupe_note(o->note, o->note_ctx, 1, "%s: %s, %zu parameters, %s head", ckpt,
              tupe_position_name(x.c.position), tupe_model_layout(m)->nparams,

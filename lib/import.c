@@ -26,6 +26,7 @@ struct tupe_tset {
     entry *ent;
     size_t n, cap;
     char *expect;               /* appended to shape errors */
+    char *origin;               /* the file or index opened, for tensors that are missing */
 };
 
 const char *tupe_shape_str(char *buf, size_t cap, int ndim, const uint64_t *shape)
@@ -77,7 +78,8 @@ int tupe_tset_open(tupe_tset **sp, const char *path, tupe_err *e)
     if (!s)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     tupe_st *st;
-    int rc = tupe_st_open(&st, path, e);
+    int rc = (s->origin = strdup(path)) ? tupe_st_open(&st, path, e)
+                                        : tupe_fail(e, TUPE_EFAIL, "out of memory");
     if (!rc)
         rc = add_file(s, st, e);
     for (size_t i = 0; !rc && i < tupe_st_count(st); i++)
@@ -110,7 +112,8 @@ int tupe_tset_open_index(tupe_tset **sp, const char *index, tupe_err *e)
         return tupe_fail(e, TUPE_EDATA, "%s: expected a non-empty \"weight_map\" object", index);
     }
     tupe_tset *s = calloc(1, sizeof *s);
-    if (!s) {
+    if (!s || !(s->origin = strdup(index))) {
+        free(s);
         json_decref(root);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
@@ -210,6 +213,7 @@ void tupe_tset_close(tupe_tset *s)
         tupe_st_close(s->files[f]);
     free(s->files);
     free(s->expect);
+    free(s->origin);
     free(s);
 }
 
@@ -317,8 +321,7 @@ const void *tupe_tset_raw(tupe_tset *s, const char *name, int ndim, const uint64
     const char *src = s->expect ? s->expect : "";
     const char *sep = s->expect ? " " : "";
     if (i < 0) {
-        tupe_fail_tensor(e, TUPE_EDATA, s->nfiles == 1 ? tupe_st_path(s->files[0]) : "(shards)",
-                         name, "missing: expected a tensor of shape %s%s%s",
+        tupe_fail_tensor(e, TUPE_EDATA, s->origin, name, "missing: expected a tensor of shape %s%s%s",
                          tupe_shape_str(want, sizeof want, ndim, shape), sep, src);
         return NULL;
     }

@@ -43,6 +43,36 @@ static int open_verified(tupe_tset **s, const char *path, size_t *checked, tupe_
     return rc;
 }
 
+int tupe_tf_replaceable(const char *dir, const char *marker, tupe_err *e)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return 0;
+    if (!S_ISDIR(sb.st_mode))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a directory", dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", dir);
+    struct dirent *de;
+    int entries = 0, found = 0, others = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        entries++;
+        size_t l = strlen(n);
+        if (marker ? strcmp(n, marker) == 0 : l > 4 && strcmp(n + l - 4, ".npy") == 0)
+            found++;
+        else
+            others++;
+    }
+    closedir(d);
+    if (!entries || (marker ? found > 0 : others == 0))
+        return 0;
+    return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not %s: not replaced (remove it or "
+                     "choose another output)", dir, marker ? marker : "a directory of .npy files");
+}
+
 /* ---- info ------------------------------------------------------------------------------------ */
 
 int tupe_tf_info(const char *path, json_t **out, tupe_err *e)
@@ -290,7 +320,8 @@ int tupe_tf_cast(const char *in, const char *out, int dtype, tupe_cast_report *r
     char opt[PATH_MAX], path[PATH_MAX];
     snprintf(opt, sizeof opt, "%s/optimizer.safetensors", in);
     r->optimizer_left = tupe_path_exists(opt);
-    if ((rc = tupe_dirtx_begin(&tx, out, e)))
+    if ((rc = tupe_tf_replaceable(out, "model.safetensors", e)) ||
+        (rc = tupe_dirtx_begin(&tx, out, e)))
         goto out;
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "model.safetensors"));
     if ((rc = tupe_stw_write(w, path, e)) || (rc = copy_other_files(in, tx, e)))
@@ -371,7 +402,7 @@ int tupe_tf_npy(const char *in, const char *name, const char *out, int raw_bf16,
         return rc;
     }
     tupe_dirtx *tx;
-    if ((rc = tupe_dirtx_begin(&tx, out, e))) {
+    if ((rc = tupe_tf_replaceable(out, NULL, e)) || (rc = tupe_dirtx_begin(&tx, out, e))) {
         tupe_tset_close(s);
         return rc;
     }

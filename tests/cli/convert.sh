@@ -233,6 +233,17 @@ run $C info $T/missing-dir
 [ $rc = 66 ]
 verdict "a missing input: exit 66"
 
+mkdir -p $T/precious && echo keep >$T/precious/notes.txt
+run $C export --to hf $F/bert-a -o $T/precious --vocab $F/vocab.txt
+[ $rc = 73 ] && has $T/err "exists and is not config.json: not replaced" && [ "$(cat $T/precious/notes.txt)" = keep ]
+verdict "a directory of something else is never replaced (exit 73)"
+run $C import --from hf $F/hf-bert -o $T/precious
+[ $rc = 73 ] && [ "$(ls $T/precious)" = notes.txt ]
+verdict "nor by an import"
+run $C npy $F/bert-a -o $T/precious
+[ $rc = 73 ] && [ "$(ls $T/precious)" = notes.txt ]
+verdict "nor by npy"
+
 # A failed export leaves the previous directory as it was.
 run $C export --to hf $F/bert-a -o $T/bert-a-hf --vocab $T/short.txt
 [ $rc = 65 ] && cmp -s $T/bert-a-hf/model.safetensors $F/bert-a-hf/model.safetensors &&
