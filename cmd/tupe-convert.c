@@ -1,0 +1,299 @@
+/* tupe-convert: checkpoints in and out of the formats the field uses: Hugging Face BERT
+ * directories, the authors' fairseq TUPE checkpoints, other precisions, NumPy .npy files.
+ * The conversions live in lib/hfbert.c, lib/fairseq.c, lib/tensorfile.c and lib/import.c. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dtype.h"
+#include "fairseq.h"
+#include "hfbert.h"
+#include "tensorfile.h"
+
+enum { O_FORMAT = 1, O_TO, O_FROM, O_OUT, O_VOCAB, O_DTYPE, O_CASED, O_UNCASED, O_SEED, O_HEADS,
+       O_HEAD, O_TENSOR, O_RAWBF16 };
+
+#define DTYPES "list:fp32 bf16 fp16"
+
+static const tupe_opt info_opts[] = {
+    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt export_opts[] = {
+    {O_TO, "to", 0, TUPE_REQARG, "FORMAT", "hf: a Hugging Face transformers directory (required)", "list:hf"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the directory to write (required)", "dir"},
+    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "the checkpoint's vocabulary: vocab.txt or a BPE\ndirectory (required)", "file"},
+    {O_DTYPE, "dtype", 0, TUPE_REQARG, "TYPE", "fp32 (default), bf16 or fp16", DTYPES},
+    {O_CASED, "cased", 0, TUPE_NOARG, NULL, "tokenizer_config.json: do_lower_case false", NULL},
+    {O_UNCASED, "uncased", 0, TUPE_NOARG, NULL, "do_lower_case true (default: the checkpoint's\nsetting, else true)", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt import_opts[] = {
+    {O_FROM, "from", 0, TUPE_REQARG, "FORMAT", "hf (a directory) or fairseq (a .safetensors file)\n(required)", "list:hf fairseq"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the checkpoint directory to write (required)", "dir"},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "initial values of a missing masked-LM head\n(default: 1)", NULL},
+    {O_HEADS, "heads", 0, TUPE_REQARG, "N", "fairseq: attention heads of a TUPE-A model\n(default: the file's args, else 12)", NULL},
+    {O_HEAD, "head", 0, TUPE_REQARG, "NAME", "fairseq: the classification head to take", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt cast_opts[] = {
+    {O_DTYPE, "dtype", 0, TUPE_REQARG, "TYPE", "bf16, fp16 or fp32 (required)", DTYPES},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "the file or directory to write (required)", "file"},
+    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "the error report: text (default) or json", "list:text json"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+static const tupe_opt npy_opts[] = {
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "a .npy file with --tensor ('-' is stdout), else\na directory (required)", "file"},
+    {O_TENSOR, "tensor", 't', TUPE_REQARG, "NAME", "write this tensor only", NULL},
+    {O_RAWBF16, "raw-bf16", 0, TUPE_NOARG, NULL, "BF16 tensors as their raw bits (<u2) instead of\nfloat32", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static const tupe_cmd cmds[] = {
+    {"info", "PATH", "tensors, shapes, dtypes, parameter count, configuration and training state",
+     "PATH is a safetensors file, a checkpoint or Hugging Face directory, or a\n"
+     "model.safetensors.index.json. Per-tensor hashes, where the file has them, are verified.",
+     info_opts, "file"},
+    {"export", "CHECKPOINT", "write a checkpoint as a Hugging Face transformers directory",
+     "Writes model.safetensors (BERT names and layouts), config.json, vocab.txt and\n"
+     "tokenizer_config.json. BERT-A becomes model_type \"bert\" (BertForMaskedLM, or\n"
+     "BertForSequenceClassification for a tupe-glue checkpoint); the other variants become\n"
+     "model_type \"tupe\", which transformers refuses rather than compute the wrong function.",
+     export_opts, "dir"},
+    {"import", "SOURCE", "read a Hugging Face BERT or a fairseq TUPE model into a checkpoint",
+     "--from hf: SOURCE is a directory with config.json and model.safetensors (or shards);\n"
+     "--from fairseq: SOURCE is the released TUPE checkpoint's state dict as safetensors\n"
+     "(share/tupe/fairseq2safetensors.py makes it from the .pt file).", import_opts, "file"},
+    {"cast", "PATH", "change the precision of every floating-point tensor",
+     "Rounds to nearest even and reports each tensor's largest absolute and relative error\n"
+     "and the values that overflow fp16. A directory (checkpoint or Hugging Face model) gives\n"
+     "a directory; a checkpoint's optimizer state is not carried over.", cast_opts, "file"},
+    {"npy", "PATH", "tensors as NumPy .npy files",
+     "Every tensor into the directory OUTPUT as NAME.npy, or one with --tensor. Floating-point\n"
+     "tensors are written as float32 (float64 stays float64); integers keep their type.",
+     npy_opts, "file"},
+    {NULL, NULL, NULL, NULL, NULL, NULL}};
+
+static const tupe_prog prog = {"tupe-convert", "convert checkpoints to and from other formats",
+                               cmds, NULL};
+
+static void on_note(void *ctx, int level, const char *msg)
+{
+    const tupe_cli *c = ctx;
+    if (level == 0 || c->verbose)
+        tupe_cli_note(c, "%s", msg);
+}
+
+static int dtype_of(int choice)
+{
+    return choice == 1 ? TUPE_BF16 : choice == 2 ? TUPE_F16 : TUPE_F32;
+}
+
+static void print_shape(FILE *fp, json_t *shape)
+{
+    size_t i;
+    json_t *d;
+    fputc('[', fp);
+    json_array_foreach(shape, i, d)
+        fprintf(fp, "%s%lld", i ? ", " : "", (long long)json_integer_value(d));
+    fputc(']', fp);
+}
+
+static int cmd_info(tupe_cli *c, int json)
+{
+    if (c->nargs != 1)
+        return tupe_cli_usage(c, "expected one PATH");
+    tupe_err e;
+    json_t *j;
+    if (tupe_tf_info(c->args[0], &j, &e))
+        return tupe_cli_error(c, &e);
+    if (json) {
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        printf("%s\n", s ? s : "{}");
+        free(s);
+        json_decref(j);
+        return 0;
+    }
+    json_t *tensors = json_object_get(j, "tensors"), *meta = json_object_get(j, "metadata");
+    printf("path        %s\n", json_string_value(json_object_get(j, "path")));
+    printf("files       %lld (%lld bytes)\n", (long long)json_integer_value(json_object_get(j, "files")),
+           (long long)json_integer_value(json_object_get(j, "bytes")));
+    printf("tensors     %zu\n", json_array_size(tensors));
+    printf("parameters  %lld (", (long long)json_integer_value(json_object_get(j, "parameters")));
+    const char *k;
+    json_t *v;
+    int first = 1;
+    json_object_foreach(json_object_get(j, "dtypes"), k, v) {
+        printf("%s%s %lld", first ? "" : ", ", k, (long long)json_integer_value(v));
+        first = 0;
+    }
+    printf(" elements)\n");
+    printf("hashes      %s\n", json_string_value(json_object_get(j, "hashes")));
+    if (json_is_true(json_object_get(j, "optimizer")))
+        printf("optimizer   optimizer.safetensors present\n");
+    json_object_foreach(meta, k, v) {
+        char *s = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        printf("%-11s %s\n", k, s ? s : json_string_value(v));
+        free(s);
+    }
+    json_t *hc = json_object_get(j, "hf_config");
+    if (hc) {
+        char *s = json_dumps(hc, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+        printf("config.json %s\n", s ? s : "");
+        free(s);
+    }
+    size_t w = 4, i;
+    json_array_foreach(tensors, i, v) {
+        size_t n = strlen(json_string_value(json_object_get(v, "name")));
+        w = n > w ? n : w;
+    }
+    printf("\n%-*s  %-5s  %s\n", (int)w, "name", "dtype", "shape");
+    json_array_foreach(tensors, i, v) {
+        printf("%-*s  %-5s  ", (int)w, json_string_value(json_object_get(v, "name")),
+               json_string_value(json_object_get(v, "dtype")));
+        print_shape(stdout, json_object_get(v, "shape"));
+        printf("\n");
+    }
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_cast(tupe_cli *c, const char *out, int dtype, int json)
+{
+    if (c->nargs != 1)
+        return tupe_cli_usage(c, "expected one PATH");
+    tupe_err e;
+    tupe_cast_report r;
+    if (tupe_tf_cast(c->args[0], out, dtype, &r, &e))
+        return tupe_cli_error(c, &e);
+    /* The report goes where the data does not. */
+    FILE *fp = strcmp(out, "-") == 0 ? stderr : stdout;
+    double mabs = 0, mrel = 0;
+    uint64_t over = 0, under = 0, cast = 0;
+    size_t w = 6;
+    for (size_t i = 0; i < r.n; i++) {
+        const tupe_cast_stat *s = &r.t[i];
+        mabs = s->max_abs > mabs ? s->max_abs : mabs;
+        mrel = s->max_rel > mrel ? s->max_rel : mrel;
+        over += s->overflow, under += s->underflow, cast += s->from != s->to;
+        w = strlen(s->name) > w ? strlen(s->name) : w;
+    }
+    if (json) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < r.n; i++) {
+            const tupe_cast_stat *s = &r.t[i];
+            json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:f, s:f, s:I, s:I}", "name",
+                                               s->name, "from", tupe_dtype_name(s->from), "to",
+                                               tupe_dtype_name(s->to), "numel", (json_int_t)s->numel,
+                                               "max_abs_error", s->max_abs, "max_rel_error", s->max_rel,
+                                               "overflow", (json_int_t)s->overflow,
+                                               "underflow", (json_int_t)s->underflow));
+        }
+        json_t *j = json_pack("{s:s, s:s, s:o, s:f, s:f, s:I, s:I, s:b}", "output", out, "dtype",
+                              tupe_dtype_name(dtype), "tensors", a, "max_abs_error", mabs,
+                              "max_rel_error", mrel, "overflow", (json_int_t)over, "underflow",
+                              (json_int_t)under, "optimizer_left", r.optimizer_left);
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        fprintf(fp, "%s\n", s ? s : "{}");
+        free(s);
+        json_decref(j);
+    } else if (!c->quiet) {
+        fprintf(fp, "%-*s  %-4s  %-4s  %12s  %12s  %8s  %9s\n", (int)w, "tensor", "from", "to",
+                "max abs err", "max rel err", "overflow", "underflow");
+        for (size_t i = 0; i < r.n; i++) {
+            const tupe_cast_stat *s = &r.t[i];
+            fprintf(fp, "%-*s  %-4s  %-4s  %12.4g  %12.4g  %8llu  %9llu\n", (int)w, s->name,
+                    tupe_dtype_name(s->from), tupe_dtype_name(s->to), s->max_abs, s->max_rel,
+                    (unsigned long long)s->overflow, (unsigned long long)s->underflow);
+        }
+        fprintf(fp, "%llu of %zu tensors cast to %s: max abs error %.4g, max rel error %.4g, "
+                "%llu overflowed, %llu underflowed to zero\n", (unsigned long long)cast, r.n,
+                tupe_dtype_name(dtype), mabs, mrel, (unsigned long long)over,
+                (unsigned long long)under);
+    }
+    if (r.optimizer_left)
+        tupe_cli_note(c, "%s: the optimizer state is not carried over", out);
+    if (over)
+        tupe_cli_note(c, "%llu values overflowed to infinity in %s", (unsigned long long)over,
+                      tupe_dtype_name(dtype));
+    tupe_cast_free(&r);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tupe_cli c;
+    if (tupe_cli_begin(&c, &prog, argc, argv))
+        return c.exit_code;
+    const char *arg, *out = NULL, *vocab = NULL, *head = NULL, *tensor = NULL;
+    int id, rc = 0, fmt = 0, to = -1, from = -1, dtype = -1, lower = -1, rawbf16 = 0;
+    long heads = 0;
+    uint64_t seed = 1;
+    while ((id = tupe_cli_next(&c, &arg)) > 0) {
+        switch (id) {
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
+        case O_TO: rc = tupe_cli_choice(&c, arg, "hf", &to); break;
+        case O_FROM: rc = tupe_cli_choice(&c, arg, "hf|fairseq", &from); break;
+        case O_OUT: out = arg; break;
+        case O_VOCAB: vocab = arg; break;
+        case O_DTYPE: rc = tupe_cli_choice(&c, arg, "fp32|bf16|fp16", &dtype); break;
+        case O_CASED: lower = 0; break;
+        case O_UNCASED: lower = 1; break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &seed); break;
+        case O_HEADS: rc = tupe_cli_long(&c, arg, 1, 4096, &heads); break;
+        case O_HEAD: head = arg; break;
+        case O_TENSOR: tensor = arg; break;
+        case O_RAWBF16: rawbf16 = 1; break;
+        }
+        if (rc) {
+            tupe_cli_end(&c);
+            return rc;
+        }
+    }
+    if (id < 0) {
+        tupe_cli_end(&c);
+        return c.exit_code;
+    }
+    tupe_threads_apply(c.threads);
+    const char *name = c.cmd->name;
+    tupe_err e;
+    if (strcmp(name, "info") == 0) {
+        rc = cmd_info(&c, fmt == 1);
+    } else if (!out) {
+        rc = tupe_cli_usage(&c, "--output is required");
+    } else if (c.nargs != 1) {
+        rc = tupe_cli_usage(&c, "expected one %s", c.cmd->args);
+    } else if (strcmp(name, "export") == 0) {
+        if (to < 0)
+            rc = tupe_cli_usage(&c, "--to is required (hf)");
+        else if (!vocab)
+            rc = tupe_cli_usage(&c, "--vocab is required: the directory needs the vocabulary");
+        else {
+            tupe_hf_export_opts o = {vocab, dtype_of(dtype), lower, on_note, &c};
+            if (tupe_hf_export(c.args[0], out, &o, &e))
+                rc = tupe_cli_error(&c, &e);
+        }
+    } else if (strcmp(name, "import") == 0) {
+        if (from < 0) {
+            rc = tupe_cli_usage(&c, "--from is required (hf or fairseq)");
+        } else if (from == 0 && (heads || head)) {
+            rc = tupe_cli_usage(&c, "--heads and --head apply to --from fairseq");
+        } else if (from == 0) {
+            tupe_hf_import_opts o = {seed, on_note, &c};
+            if (tupe_hf_import(c.args[0], out, &o, &e))
+                rc = tupe_cli_error(&c, &e);
+        } else {
+            tupe_fairseq_opts o = {(int)heads, head, seed, on_note, &c};
+            if (tupe_fairseq_import(c.args[0], out, &o, &e))
+                rc = tupe_cli_error(&c, &e);
+        }
+    } else if (strcmp(name, "cast") == 0) {
+        rc = dtype < 0 ? tupe_cli_usage(&c, "--dtype is required (bf16, fp16 or fp32)")
+                       : cmd_cast(&c, out, dtype_of(dtype), fmt == 1);
+    } else {
+        size_t n;
+        if (tupe_tf_npy(c.args[0], tensor, out, rawbf16, &n, &e))
+            rc = tupe_cli_error(&c, &e);
+        else if (c.verbose)
+            tupe_cli_note(&c, "%zu .npy file%s written to %s", n, n == 1 ? "" : "s", out);
+    }
+    tupe_cli_end(&c);
+    return rc;
+}
