@@ -504,6 +504,20 @@ int tupe_encode_corpus(const tupe_tokenizer *t, tupe_corpus *c, const tupe_encod
 
 /* ---- decoding ------------------------------------------------------------------------------ */
 
+/* Hugging Face's WordPiece decoder cleans up the space before a token that starts with
+ * punctuation or a clitic (its `cleanup`, applied token by token: " ." -> ".", " ?", " !",
+ * " ,", " n't", " 'm", " 's", " 've", " 're"), so "hello world ." decodes to "hello world.". */
+static int hf_glued(const char *s, size_t l)
+{
+    static const char *const lead[] = {".", "?", "!", ",", "n't", "'m", "'s", "'ve", "'re"};
+    for (size_t k = 0; k < sizeof lead / sizeof lead[0]; k++) {
+        size_t m = strlen(lead[k]);
+        if (l >= m && memcmp(s, lead[k], m) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip_special,
                     tupe_buf *out)
 {
@@ -523,6 +537,8 @@ int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip
         }
         if (tupe_buf_reserve(out, l + 1))
             return -1;
+        if (!glue && v->kind == TUPE_VOCAB_WORDPIECE && hf_glued(s, l))
+            glue = 1;
         if (!glue)
             out->p[out->len++] = ' ';
         memcpy(out->p + out->len, s, l);

@@ -120,8 +120,9 @@ int tupe_encode_corpus(const tupe_tokenizer *t, tupe_corpus *c, const tupe_encod
 /* ---- decoding ------------------------------------------------------------------------------ */
 
 /* Append the text of ids to out: tokens separated by spaces, WordPiece "##" pieces joined to
- * the piece before, BPE "@@" pieces joined to the piece after. skip_special leaves out the
- * special tokens. Ids must be < the vocabulary size. */
+ * the piece before (and, as Hugging Face's decoder does, no space before a token that starts
+ * with . ? ! , or a clitic such as 's), BPE "@@" pieces joined to the piece after.
+ * skip_special leaves out the special tokens. Ids must be < the vocabulary size. */
 int tupe_decode_ids(const tupe_vocab *v, const uint32_t *ids, size_t n, int skip_special,
                     tupe_buf *out);
 

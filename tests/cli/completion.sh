@@ -18,22 +18,30 @@ complete_words() { # complete_words WORD... ; the last word is the one being com
 
 for mode in full plain; do
     out=$(complete_words tupe-testtool tok)
-    check "[$mode] subcommands complete" [ "$out" = $'tok-write\ntok-cat' ]
+    [ "$out" = $'tok-write\ntok-cat' ]
+    verdict "[$mode] subcommands complete"
     out=$(complete_words tupe-testtool tok-write --vo)
-    check "[$mode] long options complete with '='" bash -c "grep -qx -- '--vocab-size=' <<<'$out' && grep -qx -- '--vocab-hash=' <<<'$out'"
+    bash -c "grep -qx -- '--vocab-size=' <<<'$out' && grep -qx -- '--vocab-hash=' <<<'$out'"
+    verdict "[$mode] long options complete with '='"
     out=$(complete_words tupe-testtool progress --mode '')
-    check "[$mode] choice values complete" [ "$out" = $'bytes\nitems' ]
+    [ "$out" = $'bytes\nitems' ]
+    verdict "[$mode] choice values complete"
     out=$(complete_words tupe-testtool progress --mode=it)
-    check "[$mode] --opt=value completes the value" [ "$out" = "items" ]
+    [ "$out" = "items" ]
+    verdict "[$mode] --opt=value completes the value"
     mkdir -p "$T/dd" && touch "$T/dd/corpus.txt" "$T/dd/codes"
     out=$(cd "$T/dd" && complete_words tupe-testtool tok-cat co)
-    check "[$mode] positional arguments complete as files" bash -c "grep -qx corpus.txt <<<'$out' && grep -qx codes <<<'$out'"
+    bash -c "grep -qx corpus.txt <<<'$out' && grep -qx codes <<<'$out'"
+    verdict "[$mode] positional arguments complete as files"
     out=$(cd "$T/dd" && complete_words tupe-testtool tok-write -o cor)
-    check "[$mode] option values complete as files" [ "$out" = "corpus.txt" ]
+    [ "$out" = "corpus.txt" ]
+    verdict "[$mode] option values complete as files"
     out=$(complete_words tupe-testtool tok-write -)
-    check "[$mode] common options are offered" bash -c "grep -qx -- '--quiet' <<<'$out' && grep -qx -- '--threads=' <<<'$out' && ! grep -q completion-helper <<<'$out'"
+    bash -c "grep -qx -- '--quiet' <<<'$out' && grep -qx -- '--threads=' <<<'$out' && ! grep -q completion-helper <<<'$out'"
+    verdict "[$mode] common options are offered"
 done
 if command -v zsh >/dev/null 2>&1; then
-    check "zsh completion parses" zsh -n "$TUPE_SRC/completions/_tupe"
+    zsh -n "$TUPE_SRC/completions/_tupe"
+    verdict "zsh completion parses"
 fi
 exit $_failed

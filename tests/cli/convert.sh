@@ -10,16 +10,6 @@ F=$TUPE_SRC/tests/fixtures/convert
 MT=$TUPE_BUILD/tests/tupe-modeltool
 C=tupe-convert
 
-# verdict NAME: ok when the condition list just before it succeeded (so that every condition of
-# a list counts, not only its first).
-verdict() {
-    local st=$? name=$1
-    if [ $st = 0 ]; then ok "$name"; else
-        not_ok "$name" "rc=${rc:-?}" "stdout: $(head -c 600 "$T/out" 2>/dev/null)" \
-            "stderr: $(head -c 600 "$T/err" 2>/dev/null)"
-    fi
-}
-
 # ---- info ------------------------------------------------------------------------------------
 run $C info $F/bert-a
 [ $rc = 0 ] && has $T/out "tensors     41" &&

@@ -21,7 +21,20 @@ not_ok() { echo "not ok - cli/$SUITE: $1"; shift; for l in "$@"; do printf '#   
 # run CMD...: captures stdout in $T/out, stderr in $T/err, the exit status in $rc.
 run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 
-# check NAME CONDITION-COMMAND...: ok if the command succeeds; otherwise prints the captures.
+# Write a test as a command list followed by `verdict NAME`: ok when the whole list just before
+# it succeeded (every condition of a && list counts), otherwise not ok with the captures.
+#     run prog args
+#     [ $rc = 0 ] && has $T/out "text" && [ -s file ]
+#     verdict "what this shows"
+verdict() {
+    local st=$? name=$1
+    if [ $st = 0 ]; then ok "$name"; else
+        not_ok "$name" "rc=${rc:-?}" "stdout: $(head -c 600 "$T/out" 2>/dev/null)" \
+            "stderr: $(head -c 600 "$T/err" 2>/dev/null)"
+    fi
+}
+
+# check NAME COMMAND...: the same for one simple command (its arguments are not a list).
 check() {
     local name=$1; shift
     if "$@"; then ok "$name"; else

@@ -5,18 +5,22 @@
 for m in "$TUPE_SRC"/man/*.[157]; do
     name=$(basename "$m")
     MANWIDTH=80 man --warnings -l "$m" >"$T/out" 2>"$T/err"; rc=$?
-    check "man $name renders without warnings" [ $rc = 0 ] && is_empty "$T/err" && [ -s "$T/out" ]
-    check "man $name has NAME and SEE ALSO" grep -q '^\.SH SEE ALSO' "$m"
+    [ $rc = 0 ] && is_empty "$T/err" && [ -s "$T/out" ]
+    verdict "man $name renders without warnings"
+    grep -q '^\.SH SEE ALSO' "$m"
+    verdict "man $name has NAME and SEE ALSO"
 done
 for src in "$TUPE_SRC"/cmd/tupe-*.c; do
     [ -e "$src" ] || continue
     p=$(basename "$src" .c)
-    check "$p has a manual page with EXIT STATUS, ENVIRONMENT, FILES, EXAMPLES" bash -c "
+    bash -c "
+    verdict "$p has a manual page with EXIT STATUS, ENVIRONMENT, FILES, EXAMPLES"
         f=$TUPE_SRC/man/$p.1; [ -f \$f ] && grep -q '^\.SH EXIT STATUS' \$f && grep -q '^\.SH ENVIRONMENT' \$f &&
         grep -q '^\.SH FILES' \$f && grep -q '^\.SH EXAMPLES' \$f"
-    check "$p is completed by completions/tupe.bash and _tupe" \
-        bash -c "grep -q -- '$p' $TUPE_SRC/completions/tupe.bash && grep -q -- '$p' $TUPE_SRC/completions/_tupe"
+    bash -c "grep -q -- '$p' $TUPE_SRC/completions/tupe.bash && grep -q -- '$p' $TUPE_SRC/completions/_tupe"
+    verdict "$p is completed by completions/tupe.bash and _tupe"
     run "$TUPE_BIN/$p" --help
-    check "$p --help works and points to its manual" [ $rc = 0 ] && has "$T/out" "man $p"
+    [ $rc = 0 ] && has "$T/out" "man $p"
+    verdict "$p --help works and points to its manual"
 done
 exit $_failed

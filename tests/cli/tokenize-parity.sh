@@ -42,7 +42,8 @@ while read -r name col rows sum; do
     n=$((n + rows))
     [ "$got" = "$sum" ] || { bad=1; echo "#   differs: $name column $col"; }
 done <"$F/glue.md5"
-check "GLUE ($n sentences, every column of every file): ids equal Hugging Face tokenizers" [ $bad = 0 ]
+[ $bad = 0 ]
+verdict "GLUE ($n sentences, every column of every file): ids equal Hugging Face tokenizers"
 
 # (c) hard cases (the strings of docs/data.md 1.5, random lines, every BMP character), with
 # each combination of the normalization options
@@ -65,20 +66,21 @@ done
 slice_lines "$F/train.slice" >"$T/train.txt"
 run tupe-tokenize train -q --vocab-size 8000 --min-frequency 2 --limit-alphabet 1000 \
     -o "$T/ours.vocab" "$T/train.txt"
-check "train: runs" [ $rc = 0 ]
+[ $rc = 0 ]
+verdict "train: runs"
 common=$(sort "$T/ours.vocab" | comm -12 - <(sort "$F/hf-train.vocab") | wc -l)
 total=$(wc -l <"$F/hf-train.vocab")
 echo "# train: $common of $total tokens in common with Hugging Face WordPieceTrainer"
-check "train: same size and special tokens as WordPieceTrainer" \
-    [ "$(wc -l <"$T/ours.vocab")" = "$total" ] && [ "$(head -5 "$T/ours.vocab")" = "$(head -5 "$F/hf-train.vocab")" ]
-check "train: at least 95% of tokens in common with WordPieceTrainer ($common/$total)" \
-    [ $((common * 100)) -ge $((total * 95)) ]
+[ "$(wc -l <"$T/ours.vocab")" = "$total" ] && [ "$(head -5 "$T/ours.vocab")" = "$(head -5 "$F/hf-train.vocab")" ]
+verdict "train: same size and special tokens as WordPieceTrainer"
+[ $((common * 100)) -ge $((total * 95)) ]
+verdict "train: at least 95% of tokens in common with WordPieceTrainer ($common/$total)"
 tupe-tokenize encode -q --vocab "$T/ours.vocab" "$T/train.txt" -o "$T/train.tok"
 tupe-tokenize decode -q --vocab "$T/ours.vocab" "$T/train.tok" -o "$T/train.dec"
 tupe-tokenize encode -q --vocab "$T/ours.vocab" --match-special --format text "$T/train.dec" >"$T/again.ids"
 tupe-tokenize encode -q --vocab "$T/ours.vocab" --format text "$T/train.txt" >"$T/first.ids"
-check "train: text encoded with the trained vocabulary survives decode and re-encode" \
-    cmp -s <(tr '\n' ' ' <"$T/first.ids" | tr -s ' ') <(tr '\n' ' ' <"$T/again.ids" | tr -s ' ')
+cmp -s <(tr '\n' ' ' <"$T/first.ids" | tr -s ' ') <(tr '\n' ' ' <"$T/again.ids" | tr -s ' ')
+verdict "train: text encoded with the trained vocabulary survives decode and re-encode"
 
 # BPE: the same codes applied to the same words as fastBPE's applybpe
 lower() { tr 'A-Z\t\r' 'a-z  '; }
@@ -88,15 +90,18 @@ squeeze() { tr -s ' ' | sed 's/^ //; s/ $//'; }
 tupe-tokenize encode -q --vocab "$F/bpe" --cased --docs line --format tokens "$T/bpe-test.txt" |
     squeeze >"$T/bpe.ours"
 zstd -dcq "$F/bpe.expected.zst" | squeeze >"$T/bpe.want"
-check "bpe: pieces equal fastBPE applybpe ($(wc -l <"$T/bpe.want") lines)" cmp -s "$T/bpe.ours" "$T/bpe.want"
+cmp -s "$T/bpe.ours" "$T/bpe.want"
+verdict "bpe: pieces equal fastBPE applybpe ($(wc -l <"$T/bpe.want") lines)"
 
 # BPE learning against fastBPE learnbpe (ties between equal counts may order differently)
 sed -n 1p "$F/bpe.slice" >"$T/bpe-train.slice"
 slice_lines "$T/bpe-train.slice" | lower >"$T/bpe-train.txt"
 run tupe-tokenize train -q --model bpe --merges 2000 --cased -o "$T/bpe" "$T/bpe-train.txt"
-check "train --model bpe: writes codes and dict.txt" [ $rc = 0 ] && [ -s "$T/bpe/codes" ] && [ -s "$T/bpe/dict.txt" ]
+[ $rc = 0 ] && [ -s "$T/bpe/codes" ] && [ -s "$T/bpe/dict.txt" ]
+verdict "train --model bpe: writes codes and dict.txt"
 pairs() { cut -d' ' -f1,2 "$1" | sort; }
 same=$(comm -12 <(pairs "$T/bpe/codes") <(pairs "$F/bpe/codes") | wc -l)
 echo "# train --model bpe: $same of 2000 merges in common with fastBPE learnbpe"
-check "train --model bpe: at least 99% of the merges of fastBPE ($same/2000)" [ "$same" -ge 1980 ]
+[ "$same" -ge 1980 ]
+verdict "train --model bpe: at least 99% of the merges of fastBPE ($same/2000)"
 exit $_failed

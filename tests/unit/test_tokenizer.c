@@ -108,8 +108,8 @@ static void decoding(void)
 {
     tupe_vocab *v = wp_vocab();
     uint32_t ids[] = {2, 7, 8, 9, 5, 12, 3};
-    CHECK_STR(decoded(v, ids, 7, 0), "[CLS] unaffable hello , [SEP]");
-    CHECK_STR(decoded(v, ids, 7, 1), "unaffable hello ,");
+    CHECK_STR(decoded(v, ids, 7, 0), "[CLS] unaffable hello, [SEP]");
+    CHECK_STR(decoded(v, ids, 7, 1), "unaffable hello,");
     tupe_vocab_free(v);
     tupe_vocab *b = tupe_vocab_new(TUPE_VOCAB_BPE);
     const char *toks[] = {"tok@@", "en", "s", "a@@", "b@@", "c"};
