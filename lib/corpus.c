@@ -1,6 +1,9 @@
 #include "corpus.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,34 +36,114 @@ void tupe_chunk_free(tupe_chunk *ch)
     memset(ch, 0, sizeof *ch);
 }
 
+/* Directories stand for the files under them, recursively, in byte order of their paths
+ * (so that a corpus directory, e.g. WikiExtractor's AA/wiki_00 ..., reads the same way every
+ * time); hidden entries (names starting with '.') are skipped. */
+typedef struct pathvec {
+    char **v;
+    int n, cap;
+} pathvec;
+
+static int push_path(pathvec *pv, const char *p)
+{
+    if (pv->n == pv->cap) {
+        int nc = pv->cap ? pv->cap * 2 : 16;
+        char **nv = realloc(pv->v, (size_t)nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        pv->v = nv;
+        pv->cap = nc;
+    }
+    if (!(pv->v[pv->n] = strdup(p)))
+        return -1;
+    pv->n++;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_dir(pathvec *pv, const char *dir, int depth, tupe_err *e)
+{
+    if (depth > 64)
+        return tupe_fail(e, TUPE_EDATA, "%s: directories nested too deep", dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+    pathvec here = {NULL, 0, 0};
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p)
+            rc = tupe_fail(e, TUPE_ENOINPUT, "%s/%s: path too long", dir, de->d_name);
+        else if (push_path(&here, p))
+            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    closedir(d);
+    if (here.n)
+        qsort(here.v, (size_t)here.n, sizeof *here.v, cmp_str);
+    for (int i = 0; i < here.n; i++) {
+        struct stat st;
+        if (!rc && stat(here.v[i], &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                rc = add_dir(pv, here.v[i], depth + 1, e);
+            else if (S_ISREG(st.st_mode) && push_path(pv, here.v[i]))
+                rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+        }
+        free(here.v[i]);
+    }
+    free(here.v);
+    return rc;
+}
+
 int tupe_corpus_open(tupe_corpus **out, const char *const *paths, int npaths, int docs, tupe_err *e)
 {
     tupe_corpus *c = calloc(1, sizeof *c);
-    if (!c || !(c->paths = calloc((size_t)npaths + 1, sizeof *c->paths))) {
-        free(c);
+    if (!c)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    c->npaths = npaths;
     c->docs = docs;
-    int sizes_known = 1;
-    for (int i = 0; i < npaths; i++) {
-        if (!(c->paths[i] = strdup(paths[i]))) {
-            tupe_corpus_close(c);
-            return tupe_fail(e, TUPE_EFAIL, "out of memory");
-        }
+    pathvec pv = {NULL, 0, 0};
+    int sizes_known = 1, rc = 0;
+    for (int i = 0; i < npaths && !rc; i++) {
         /* missing inputs are reported before any work starts */
         struct stat st;
         if (strcmp(paths[i], "-") == 0) {
             sizes_known = 0;
+            if (push_path(&pv, paths[i]))
+                rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         } else if (stat(paths[i], &st) != 0) {
-            int err = errno;
-            tupe_corpus_close(c);
-            return tupe_fail_errno(e, TUPE_ENOINPUT, err, "%s", paths[i]);
-        } else if (S_ISREG(st.st_mode)) {
-            c->total += (uint64_t)st.st_size;
+            rc = tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", paths[i]);
+        } else if (S_ISDIR(st.st_mode)) {
+            int before = pv.n;
+            rc = add_dir(&pv, paths[i], 0, e);
+            if (!rc && pv.n == before)
+                rc = tupe_fail(e, TUPE_ENOINPUT, "%s: a directory without files", paths[i]);
         } else {
-            sizes_known = 0;
+            if (push_path(&pv, paths[i]))
+                rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         }
+    }
+    for (int i = 0; !rc && i < pv.n; i++) {
+        struct stat st;
+        if (strcmp(pv.v[i], "-") != 0 && stat(pv.v[i], &st) == 0 && S_ISREG(st.st_mode))
+            c->total += (uint64_t)st.st_size;
+        else
+            sizes_known = 0;
+    }
+    c->paths = pv.v;
+    c->npaths = pv.n;
+    if (rc) {
+        tupe_corpus_close(c);
+        return rc;
+    }
+    if (!c->paths && !(c->paths = calloc(1, sizeof *c->paths))) {
+        tupe_corpus_close(c);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
     if (!sizes_known)
         c->total = 0;

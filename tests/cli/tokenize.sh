@@ -149,6 +149,10 @@ printf 'good line\nbad \xff\xfe byte\n' >bad.txt
 run enc -o bad.tok bad.txt
 [ $rc = 65 ] && has err "bad.txt: byte 14: invalid UTF-8" && [ ! -e bad.tok ] && [ -z "$(ls -A | grep '\.tmp\.')" ]
 verdict "invalid UTF-8: exit 65, file and byte offset, nothing written"
+mkdir -p tree/b tree/a && printf 'one\n' >tree/b/x.txt && printf 'two\n' >tree/a/y.txt && printf 'skip\n' >tree/.z
+run tupe-tokenize encode -q --vocab "$V" --format tokens --docs line tree
+[ $rc = 0 ] && [ "$(cat out)" = $'two\none' ]
+verdict "a directory is its files, recursively, in path order (hidden ones skipped)"
 run enc --format text --invalid replace bad.txt
 [ $rc = 0 ] && [ "$(cat out)" = "2204 2240 2919 24880" ]
 verdict "--invalid replace (U+FFFD, which BERT cleaning drops)"
