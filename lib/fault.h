@@ -9,5 +9,8 @@
 #define TUPE_FAULT_H
 
 void tupe_fault_point(const char *point);
+/* The same selection, for faults that are not a kill (e.g. a non-finite loss): returns 1 when
+ * this hit is the selected one, 0 otherwise. */
+int tupe_fault_hit(const char *point);
 
 #endif

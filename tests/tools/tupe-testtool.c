@@ -1,6 +1,7 @@
 /* A test helper built on the shared CLI conventions (not installed): lets the shell tests
  * exercise option parsing, --help/--version, completion data, exit codes and error messages
  * end to end, and converts token streams to and from text for other tests. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,9 @@ static const tupe_cmd cmds[] = {
      "One document per line, ids separated by spaces.", cat_opts, "file"},
     {"st-info", "FILE", "list the tensors of a safetensors file", NULL, NULL, "file"},
     {"progress", NULL, "report progress on stderr", NULL, progress_opts, NULL},
+    {"st-diff", "A B", "largest difference between the float tensors of two safetensors files",
+     "Prints \"max_abs_diff X\" over the tensors of A (which B must also have) and exits 1 when\n"
+     "their names or shapes differ.", NULL, "file"},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-testtool", "test helper for the tupe test suite", cmds, NULL};
@@ -155,6 +159,46 @@ static int st_info(tupe_cli *c)
     return rc ? tupe_cli_error(c, &e) : 0;
 }
 
+static int st_diff(tupe_cli *c)
+{
+    if (c->nargs != 2)
+        return tupe_cli_usage(c, "expected two files");
+    tupe_err e;
+    tupe_st *a, *b;
+    if (tupe_st_open(&a, c->args[0], &e))
+        return tupe_cli_error(c, &e);
+    if (tupe_st_open(&b, c->args[1], &e)) {
+        tupe_st_close(a);
+        return tupe_cli_error(c, &e);
+    }
+    double worst = 0;
+    const char *where = "";
+    int rc = 0;
+    for (size_t i = 0; i < tupe_st_count(a) && !rc; i++) {
+        const tupe_st_tensor *t = tupe_st_at(a, i), *u = tupe_st_find(b, t->name);
+        if (!u || u->numel != t->numel) {
+            fprintf(stderr, "tupe-testtool: tensor '%s' missing or of another size in %s\n", t->name, c->args[1]);
+            rc = 1;
+            break;
+        }
+        float *x = malloc((t->numel ? t->numel : 1) * sizeof *x), *y = malloc((t->numel ? t->numel : 1) * sizeof *y);
+        if (tupe_to_f32(t->dtype, t->data, x, t->numel) == 0 && tupe_to_f32(u->dtype, u->data, y, u->numel) == 0)
+            for (uint64_t k = 0; k < t->numel; k++) {
+                double d = fabs((double)x[k] - (double)y[k]);
+                if (d > worst || d != d) {
+                    worst = d;
+                    where = t->name;
+                }
+            }
+        free(x), free(y);
+    }
+    if (!rc)
+        printf("max_abs_diff %.9g %s\n", worst, where);
+    tupe_st_close(a);
+    tupe_st_close(b);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
@@ -189,6 +233,8 @@ int main(int argc, char **argv)
         rc = tok_cat(&c, out);
     else if (strcmp(name, "st-info") == 0)
         rc = st_info(&c);
+    else if (strcmp(name, "st-diff") == 0)
+        rc = st_diff(&c);
     else {
         if (mem)
             printf("memory %llu\n", (unsigned long long)mem);

@@ -1,0 +1,249 @@
+/* tupe-pretrain: masked-LM pre-training of every positional-encoding variant, on one process or
+ * many (mpirun, srun), resumable exactly. The loop is lib/trainer.c. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cli.h"
+#include "comm.h"
+#include "pretrain.h"
+
+enum {
+    O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,
+    O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
+    O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
+    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_SKIP, O_DEVICE, O_PREFETCH, O_FORMAT
+};
+
+#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
+
+static const tupe_opt train_opts[] = {
+    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "dir"},
+    {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: bert-base)", "list:tiny small bert-base bert-large"},
+    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
+    {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
+    {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},
+    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "start from these weights (a fresh optimizer)", "dir"},
+    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sequences per step, all ranks together (default: 256)", NULL},
+    {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass on one rank; gradients\naccumulate over batch/(ranks*N) passes (default: all)", NULL},
+    {O_LR, "lr", 0, TUPE_REQARG, "X", "peak learning rate (default: 1e-4)", NULL},
+    {O_END_LR, "end-lr", 0, TUPE_REQARG, "X", "learning rate at the last step (default: 0)", NULL},
+    {O_POWER, "power", 0, TUPE_REQARG, "X", "power of the polynomial decay (default: 1, linear)", NULL},
+    {O_WARMUP, "warmup", 0, TUPE_REQARG, "N", "linear warmup steps (default: 10000)", NULL},
+    {O_STEPS, "steps", 's', TUPE_REQARG, "N", "optimizer steps (default: 1000000)", NULL},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "initialization, data order, masks, dropout (default: 1)", NULL},
+    {O_BETA1, "beta1", 0, TUPE_REQARG, "X", "Adam beta1 (default: 0.9)", NULL},
+    {O_BETA2, "beta2", 0, TUPE_REQARG, "X", "Adam beta2 (default: 0.999)", NULL},
+    {O_EPS, "adam-eps", 0, TUPE_REQARG, "X", "Adam epsilon, added to sqrt(v) (default: 1e-6)", NULL},
+    {O_WD, "weight-decay", 0, TUPE_REQARG, "X", "decoupled weight decay (default: 0.01)", NULL},
+    {O_CLIP, "clip", 0, TUPE_REQARG, "X", "clip the global gradient norm to X; 0 = off (default: 1)", NULL},
+    {O_EXCL, "no-decay-ln-bias", 0, TUPE_NOARG, NULL, "no weight decay on biases and LayerNorm parameters", NULL},
+    {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden dropout (default: the configuration's, 0.1)", NULL},
+    {O_ATTN_DROPOUT, "attention-dropout", 0, TUPE_REQARG, "P", "attention dropout (default: the configuration's)", NULL},
+    {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
+    {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics (default: 100)", NULL},
+    {O_EVAL, "eval-every", 0, TUPE_REQARG, "N", "steps between validations; 0 = at the end only\n(default: 10000)", NULL},
+    {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences per evaluation (default: all)", NULL},
+    {O_SAVE, "save-every", 0, TUPE_REQARG, "N", "steps between checkpoints; 0 = at the end only\n(default: 10000)", NULL},
+    {O_KEEP, "keep", 0, TUPE_REQARG, "K", "keep the last K checkpoints (default: 3)", NULL},
+    {O_KEEP_STEP, "keep-step", 0, TUPE_REQARG, "N[,N]...", "also keep the checkpoints of these steps (repeatable)", NULL},
+    {O_RESUME, "resume", 'r', TUPE_NOARG, NULL, "continue from the run directory's latest checkpoint", NULL},
+    {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
+    {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static const tupe_opt eval_opts[] = {
+    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the checkpoint to evaluate (required)", "dir"},
+    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory with a validation split (required)", "dir"},
+    {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences (default: all)", NULL},
+    {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
+    {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
+    {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static const tupe_cmd cmds[] = {
+    {"train", NULL, "pre-train a masked language model",
+     "Trains on the training split of --data with the paper's recipe unless told otherwise:\n"
+     "Adam (0.9, 0.999), eps 1e-6, weight decay 0.01, peak learning rate 1e-4 after 10k warmup\n"
+     "steps, linear decay to 0, clipping at 1.0, batches of 256 sequences, 15% of positions\n"
+     "masked (80% [MASK], 10% random, 10% kept), new masks every epoch.", train_opts, NULL},
+    {"eval", NULL, "validation loss and accuracy of a checkpoint",
+     "Uses fixed masks (from --seed), so that numbers compare across checkpoints and variants.",
+     eval_opts, NULL},
+    {NULL, NULL, NULL, NULL, NULL, NULL}};
+
+static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
+                               cmds, "train"};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    if (stop_flag)
+        _exit(128 + sig); /* second signal: stop now */
+    stop_flag = 1;
+}
+
+static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        long v;
+        if (o->n_keep_steps == TUPE_PRETRAIN_MAX_KEEP)
+            return tupe_cli_usage(c, "--keep-step: at most %d steps", TUPE_PRETRAIN_MAX_KEEP);
+        if (tupe_cli_long(c, t, 1, 1L << 62, &v))
+            return TUPE_EUSAGE;
+        o->keep_steps[o->n_keep_steps++] = v;
+    }
+    return 0;
+}
+
+static int make_backend(tupe_cli *c, int device, tupe_backend **be)
+{
+    if (device == 2) {
+        tupe_err e;
+        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; "
+                  "use --device cpu");
+        return tupe_cli_error(c, &e);
+    }
+    tupe_err e;
+    if (tupe_backend_create(be, "cpu", c->threads, &e))
+        return tupe_cli_error(c, &e);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tupe_cli c;
+    if (tupe_cli_begin(&c, &prog, argc, argv))
+        return c.exit_code;
+    tupe_pretrain_opts o;
+    tupe_pretrain_defaults(&o);
+    const char *ckpt = NULL, *arg;
+    int device = 0, json = 0, id, rc = 0;
+    long v;
+    double x;
+    uint64_t u;
+    while ((id = tupe_cli_next(&c, &arg)) > 0) {
+        switch (id) {
+        case O_DATA: o.data = arg; break;
+        case O_OUT: o.out = arg; break;
+        case O_MODEL: o.model = arg; break;
+        case O_POSITION: o.position = arg; break;
+        case O_UNTIE: o.untie_cls = 1; break;
+        case O_TIE: o.untie_cls = 0; break;
+        case O_CKPT: ckpt = arg; break;
+        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o.batch = (int)v; break;
+        case O_MICRO: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o.micro_batch = (int)v; break;
+        case O_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o.lr); break;
+        case O_END_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o.end_lr); break;
+        case O_POWER: rc = tupe_cli_double(&c, arg, 0.01, 100, &o.power); break;
+        case O_WARMUP: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.warmup = (int64_t)u; break;
+        case O_STEPS: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.steps = (int64_t)u; break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &o.seed); break;
+        case O_BETA1: rc = tupe_cli_double(&c, arg, 0, 0.999999, &o.adam.beta1); break;
+        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &o.adam.beta2); break;
+        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &o.adam.eps); break;
+        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &o.adam.weight_decay); break;
+        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &o.adam.clip); break;
+        case O_EXCL: o.adam.exclude_ln_bias = 1; break;
+        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o.dropout); break;
+        case O_ATTN_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o.attention_dropout); break;
+        case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o.mask_prob); break;
+        case O_LOG: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.log_every = (int64_t)u; break;
+        case O_EVAL: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.eval_every = (int64_t)u; break;
+        case O_EVAL_SEQ: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.eval_sequences = (int64_t)u; break;
+        case O_SAVE: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.save_every = (int64_t)u; break;
+        case O_KEEP: rc = tupe_cli_long(&c, arg, 1, 100000, &v); o.keep_last = (int)v; break;
+        case O_KEEP_STEP: rc = keep_steps(&c, arg, &o); break;
+        case O_RESUME: o.resume = 1; break;
+        case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.stop_after = (int64_t)u; break;
+        case O_SKIP: o.skip_nonfinite = 1; break;
+        case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
+        case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o.prefetch = (int)v; break;
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &json); break;
+        }
+        if (rc) {
+            tupe_cli_end(&c);
+            return TUPE_EUSAGE;
+        }
+    }
+    if (id < 0)
+        return c.exit_code;
+    (void)x;
+    o.quiet = c.quiet;
+    o.verbose = c.verbose;
+    int is_eval = strcmp(c.cmd->name, "eval") == 0;
+    if (!o.data)
+        rc = tupe_cli_usage(&c, "--data DIR is required");
+    else if (!is_eval && !o.out)
+        rc = tupe_cli_usage(&c, "--output DIR (the run directory) is required");
+    else if (is_eval && !ckpt)
+        rc = tupe_cli_usage(&c, "--checkpoint DIR is required");
+    else if (c.nargs)
+        rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
+    if (rc) {
+        tupe_cli_end(&c);
+        return rc;
+    }
+    tupe_backend *be = NULL;
+    if ((rc = make_backend(&c, device, &be))) {
+        tupe_cli_end(&c);
+        return rc;
+    }
+    tupe_comm *comm;
+    tupe_err e;
+    if (tupe_comm_init(&comm, &e)) {
+        rc = tupe_cli_error(&c, &e);
+        tupe_backend_destroy(be);
+        tupe_cli_end(&c);
+        return rc;
+    }
+    if (is_eval) {
+        tupe_eval_result r;
+        if (tupe_eval_checkpoint(ckpt, o.data, &o, comm, be, &r, &e))
+            rc = tupe_cli_error(&c, &e);
+        else if (tupe_comm_rank(comm) == 0) {
+            if (json)
+                printf("{\"checkpoint\":\"%s\",\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                       "\"masked\":%lld,\"sequences\":%lld}\n", ckpt, r.loss, r.loss / M_LN2, r.acc,
+                       (long long)r.masked, (long long)r.sequences);
+            else
+                printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
+                       "sequences)\n", ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
+                       (long long)r.sequences);
+        }
+    } else {
+        o.init = ckpt;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        tupe_pretrain_result r;
+        if (tupe_pretrain_run(&o, comm, be, &stop_flag, &r, &e)) {
+            rc = tupe_cli_error(&c, &e);
+        } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
+            tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",
+                          stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);
+        } else if (tupe_comm_rank(comm) == 0) {
+            tupe_cli_note(&c, "done: step %lld, loss %.4f, validation loss %.4f, checkpoint %s%s",
+                          (long long)r.step, r.last_loss, r.val_loss, r.checkpoint,
+                          r.skipped ? " (some updates skipped: non-finite)" : "");
+        }
+    }
+    tupe_comm_finalize(comm);
+    tupe_backend_destroy(be);
+    tupe_cli_end(&c);
+    return rc;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tupe-pretrain end to end on a small synthetic corpus (a learnable pattern): training lowers
+# the loss; N + N steps with a resume end with bit-identical weights to 2N steps; two MPI ranks
+# and gradient accumulation give the weights of one process; signals, non-finite values, a
+# corrupted shard and a mismatched vocabulary are handled as documented.
+. "$(dirname "$0")/lib.sh"
+P=$TUPE_BIN/tupe-pretrain
+
+# 800 documents over 100 ids (mask 4, cls 2, sep 3, pad 0, unk 1): runs of a skewed, Zipf-like
+# unigram distribution, each id repeated a few times, so that a tiny model learns quickly.
+awk 'BEGIN { srand(7); for (d = 0; d < 800; d++) { n = 20 + int(rand() * 40); line = "";
+     for (i = 0; i < n; i++) { if (i % 3 == 0) t = 5 + int(95 * rand() ^ 4); line = line (i ? " " : "") t } print line } }' >$T/ids.txt
+$TESTTOOL tok-write --vocab-size 100 -o $T/ids.tok $T/ids.txt
+tupe-shard write -q -o $T/shards --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.05 --shards 2 $T/ids.tok
+cat >$T/m.json <<'J'
+{"position": "tupe-r", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 64, "max_position_embeddings": 64}
+J
+common=(--data $T/shards --model $T/m.json --batch 8 --warmup 4 --lr 5e-3 --log-every 1 --eval-every 0 --save-every 0 --threads 2)
+data_bytes() { # the data section of a safetensors file (after its header)
+    local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((n + 9)) "$1"
+}
+
+run $P train "${common[@]}" -o $T/long --steps 60 --dropout 0
+first=$(grep '"loss"' $T/long/metrics.jsonl | head -5 | awk -F'"loss":' '{ split($2, v, ","); s += v[1] } END { print s / 5 }')
+last=$(grep '"loss"' $T/long/metrics.jsonl | tail -5 | awk -F'"loss":' '{ split($2, v, ","); s += v[1] } END { print s / 5 }')
+check "the loss falls ($first -> $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }'
+run $P train "${common[@]}" -o $T/a --steps 24
+check "training runs and writes config, metrics, a checkpoint" \
+    [ $rc = 0 ] && [ -s $T/a/config.json ] && [ -s $T/a/checkpoints/step-00000024/model.safetensors ] && \
+    [ -s $T/a/checkpoints/step-00000024/optimizer.safetensors ] && [ "$(grep -c '"loss"' $T/a/metrics.jsonl)" = 24 ]
+check "the final validation is logged" grep -q '"val_loss"' $T/a/metrics.jsonl
+check "progress lines on stderr" has $T/err "step 24/24  loss"
+
+# Exact resume: 12 steps, stop, resume for 12 more == 24 in one go (dropout on).
+run $P train "${common[@]}" -o $T/b --steps 24 --stop-after 12
+check "--stop-after leaves with a checkpoint" [ $rc = 0 ] && [ -d $T/b/checkpoints/step-00000012 ] && has $T/err "stopped after step 12"
+run $P train "${common[@]}" -o $T/b --steps 24 --resume
+check "--resume continues from the latest checkpoint" [ $rc = 0 ] && has $T/err "resumed from" && [ -d $T/b/checkpoints/step-00000024 ]
+check "N + N steps with a resume give bit-identical weights to 2N steps" \
+    cmp -s <(data_bytes $T/a/checkpoints/step-00000024/model.safetensors) <(data_bytes $T/b/checkpoints/step-00000024/model.safetensors)
+check "... and the same optimizer state" \
+    cmp -s <(data_bytes $T/a/checkpoints/step-00000024/optimizer.safetensors) <(data_bytes $T/b/checkpoints/step-00000024/optimizer.safetensors)
+check "... and one metrics line per step" [ "$(grep -c '"loss"' $T/b/metrics.jsonl)" = 24 ]
+
+# Gradient accumulation and data parallelism compute the same step (dropout off: its streams
+# are named by rank and micro-batch).
+nod=(--dropout 0 --attention-dropout 0)
+run $P train "${common[@]}" "${nod[@]}" -o $T/c --steps 6
+run $P train "${common[@]}" "${nod[@]}" -o $T/d --steps 6 --micro-batch 2
+run $TESTTOOL st-diff $T/c/checkpoints/step-00000006/model.safetensors $T/d/checkpoints/step-00000006/model.safetensors
+check "4 micro-batches of 2 give the weights of one batch of 8 ($(cat $T/out))" \
+    awk '{ exit !($2 < 1e-5) }' $T/out
+if grep -q mpi <<<"$(basename "$TUPE_BUILD")" && command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun -np 2 $P train "${common[@]}" "${nod[@]}" --threads 1 -o $T/e --steps 6
+    check "mpirun -np 2 trains (rank 0 writes the run)" [ $rc = 0 ] && [ -d $T/e/checkpoints/step-00000006 ]
+    run $TESTTOOL st-diff $T/c/checkpoints/step-00000006/model.safetensors $T/e/checkpoints/step-00000006/model.safetensors
+    check "two ranks give the weights of one process with the same global batch ($(cat $T/out))" \
+        awk '{ exit !($2 < 1e-5) }' $T/out
+fi
+
+# SIGINT: finish the step, checkpoint, exit 0; then resume.
+$P train "${common[@]}" -o $T/f --steps 100000 >$T/out 2>$T/err &
+pid=$!
+for i in $(seq 1 100); do grep -q "step 3/" $T/err 2>/dev/null && break; sleep 0.1; done
+kill -INT $pid
+wait $pid; rc=$?
+check "SIGINT: a checkpoint and exit 0" [ $rc = 0 ] && has $T/err "interrupted after step" && \
+    [ -n "$(ls $T/f/checkpoints 2>/dev/null)" ]
+run $P train "${common[@]}" -o $T/f --steps 100000 --resume --stop-after 2
+check "an interrupted run resumes" [ $rc = 0 ] && has $T/err "resumed from"
+
+# Non-finite values: stop with the last good checkpoint, or skip with --skip-nonfinite.
+run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6
+check "a non-finite loss stops the run (exit 1, clear message)" [ $rc = 1 ] && has $T/err "step 3: non-finite loss"
+run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6 --skip-nonfinite
+check "--skip-nonfinite skips the update and goes on" [ $rc = 0 ] && has $T/err "update skipped" && has $T/err "some updates skipped"
+
+# Evaluation with fixed masks: the same number twice.
+ck=$T/a/checkpoints/step-00000024
+run $P eval --checkpoint $ck --data $T/shards --format json
+v1=$(cat $T/out)
+run $P eval --checkpoint $ck --data $T/shards --format json
+check "eval is deterministic and reports loss and accuracy" [ $rc = 0 ] && [ "$v1" = "$(cat $T/out)" ] && has $T/out '"val_acc"'
+
+# Bad inputs.
+cp -r $T/shards $T/bad
+for f in $T/bad/train-*.shard; do printf '\xff' | dd of=$f bs=1 seek=5000 conv=notrunc 2>/dev/null; done
+f=train-
+run $P train "${common[@]}" --data $T/bad -o $T/h --steps 2
+check "a corrupted shard is refused, naming file and frame (exit 65)" [ $rc = 65 ] && has $T/err "$f" && has $T/err "frame"
+$TESTTOOL tok-write --vocab-size 120 -o $T/ids120.tok $T/ids.txt
+tupe-shard write -q -o $T/shards120 --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.05 --shards 2 $T/ids120.tok
+run $P train "${common[@]}" --data $T/shards120 -o $T/a --steps 30 --resume
+check "resuming on other shards is refused" [ $rc != 0 ] && has $T/err "trained on other shards"
+run $P train "${common[@]}" --data $T/shards120 -o $T/i --steps 2 --checkpoint $ck
+check "weights of another vocabulary are refused, naming the tensor" [ $rc = 65 ] && has $T/err "word_embeddings"
+run $P train "${common[@]}" -o $T/j --steps 2 --batch 6 --micro-batch 4
+check "a micro-batch that does not divide the batch: usage error" [ $rc = 2 ] && has $T/err "does not divide"
+run $P train --data $T/shards --model tiny -o $T/k --steps 2 --device cuda
+check "--device cuda without the CUDA backend is a usage error" [ $rc = 2 ] && has $T/err "CUDA backend"
+
+if command -v gnuplot >/dev/null; then
+    run gnuplot -e "metrics='$T/a/metrics.jsonl'; out='$T/loss.png'" $TUPE_SRC/share/tupe/plot-loss.gp
+    check "share/tupe/plot-loss.gp draws the loss curve" [ $rc = 0 ] && [ "$(head -c 4 $T/loss.png | od -An -c | tr -d ' ')" = '211PNG' ]
+fi
+exit $_failed
