@@ -121,6 +121,29 @@ static int parse_list(tupe_cli *c, const char *opt, const char *s, int n, int *o
     return *count ? 0 : tupe_cli_usage(c, "--%s: empty list", opt);
 }
 
+/* The heads of --heads as a malloc'd list; 0, or the usage error's code. */
+static int heads_of(tupe_cli *c, const args *a, const tupe_config *cfg, int **heads, int *nh)
+{
+    *heads = malloc((size_t)cfg->num_heads * sizeof **heads);
+    if (!*heads)
+        return tupe_cli_usage(c, "out of memory");
+    int rc = parse_list(c, "heads", a->heads, cfg->num_heads, *heads, nh);
+    if (rc) {
+        free(*heads);
+        *heads = NULL;
+    }
+    return rc;
+}
+
+/* --max-pos / --max-len: the value given, or 128 (the model's positions when fewer). */
+static int positions(tupe_cli *c, const char *opt, long given, const tupe_config *cfg, long *n)
+{
+    *n = given ? given : (cfg->max_position < 128 ? cfg->max_position : 128);
+    if (*n > cfg->max_position)
+        return tupe_cli_usage(c, "--%s %ld: the model has %d positions", opt, *n, cfg->max_position);
+    return 0;
+}
+
 static int term_cells(void)
 {
     const char *cols = getenv("COLUMNS");
@@ -197,14 +220,10 @@ static int cmd_pos(tupe_cli *c, const args *a, tupe_inspect *in)
         }
         free(dup);
     }
-    long n = a->max_pos ? a->max_pos : (cfg->max_position < 128 ? cfg->max_position : 128);
-    if (n > cfg->max_position)
-        return tupe_cli_usage(c, "--max-pos %ld: the model has %d positions", n, cfg->max_position);
-    int H = cfg->num_heads, *heads = malloc((size_t)H * sizeof *heads), nh;
-    if (!heads || parse_list(c, "heads", a->heads, H, heads, &nh)) {
-        free(heads);
+    long n;
+    int *heads, nh;
+    if (positions(c, "max-pos", a->max_pos, cfg, &n) || heads_of(c, a, cfg, &heads, &nh))
         return TUPE_EUSAGE;
-    }
     tupe_err e;
     tupe_poscorr pc;
     if (tupe_poscorr_compute(in, (int)n, &pc, &e)) {
@@ -317,9 +336,8 @@ static int cmd_attn(tupe_cli *c, const args *a, tupe_inspect *in)
     const tupe_config *cfg = &in->cfg;
     int L = cfg->num_layers, H = cfg->num_heads;
     long max_len = a->max_len ? a->max_len : cfg->max_position;
-    int *heads = malloc((size_t)H * sizeof *heads), *layers = malloc((size_t)L * sizeof *layers), nh, nl;
-    if (!heads || !layers || parse_list(c, "heads", a->heads, H, heads, &nh) ||
-        parse_list(c, "layers", a->layers, L, layers, &nl)) {
+    int *heads = NULL, *layers = malloc((size_t)L * sizeof *layers), nh, nl;
+    if (!layers || heads_of(c, a, cfg, &heads, &nh) || parse_list(c, "layers", a->layers, L, layers, &nl)) {
         free(heads), free(layers);
         return TUPE_EUSAGE;
     }
@@ -430,14 +448,10 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
         return tupe_cli_usage(c, "%s is a %s model: its positions are not in its input, so its "
                               "scores have no word-position terms; 'tupe-attnviz pos' draws its "
                               "positional term", a->ckpt, tupe_position_name(cfg->position));
-    long max_len = a->max_len ? a->max_len : (cfg->max_position < 128 ? cfg->max_position : 128);
-    if (max_len > cfg->max_position)
-        return tupe_cli_usage(c, "--max-len %ld: the model has %d positions", max_len, cfg->max_position);
-    int H = cfg->num_heads, *heads = malloc((size_t)H * sizeof *heads), nh;
-    if (!heads || parse_list(c, "heads", a->heads, H, heads, &nh)) {
-        free(heads);
+    long max_len;
+    int H = cfg->num_heads, *heads, nh;
+    if (positions(c, "max-len", a->max_len, cfg, &max_len) || heads_of(c, a, cfg, &heads, &nh))
         return TUPE_EUSAGE;
-    }
     tupe_seqs seqs = {0};
     tupe_textenc *enc = NULL;
     int rc = read_inputs(c, a, in, (int)max_len, (size_t)a->max_in, 0, &seqs, &enc);

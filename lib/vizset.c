@@ -278,16 +278,13 @@ int tupe_vizset_finish(tupe_vizset *s, tupe_err *e)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     char path[4200];
     snprintf(path, sizeof path, "%s/meta.json", s->o.npy_dir);
-    size_t n = strlen(txt);
-    char *t2 = realloc(txt, n + 2);
-    if (!t2) {
-        free(txt);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-    t2[n] = '\n';
-    t2[n + 1] = 0;
-    int rc = tupe_write_file(path, t2, n + 1, e);
-    free(t2);
+    tupe_out *o;
+    int rc = tupe_out_open(&o, path, e);
+    if (!rc && ((rc = tupe_out_write(o, txt, strlen(txt), e)) || (rc = tupe_out_write(o, "\n", 1, e))))
+        tupe_out_abort(o);
+    else if (!rc)
+        rc = tupe_out_commit(o, e);
+    free(txt);
     if (!rc)
         rc = remember(s, path, e);
     return rc;

@@ -1,29 +1,9 @@
 /* Heatmap figures: the PNG decodes (libpng, independently of cairo), has the grid's size, is
  * not constant, and its pixels follow the colormap of the matrix values at sampled cells;
  * the SVG is a complete document; the terminal preview uses the same colours. */
-#include <png.h>
-
 #include "colormap.h"
 #include "heatmap.h"
 #include "unit.h"
-
-static unsigned char *decode(const char *path, int *w, int *h)
-{
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&img, path))
-        return NULL;
-    img.format = PNG_FORMAT_RGB;
-    unsigned char *buf = malloc(PNG_IMAGE_SIZE(img));
-    if (!png_image_finish_read(&img, NULL, buf, 0, NULL)) {
-        free(buf);
-        return NULL;
-    }
-    *w = (int)img.width;
-    *h = (int)img.height;
-    return buf;
-}
 
 static void fill(float *v, int n, int k)
 {
@@ -50,7 +30,7 @@ static void png_follows_the_colormap(void)
     tupe_err e;
     CHECK_INT(tupe_figure_write(&f, path, TUPE_FIG_PNG, &e), 0);
     int w, h, fw, fh;
-    unsigned char *px = decode(path, &w, &h);
+    unsigned char *px = unit_png_rgb(path, &w, &h);
     CHECK(px != NULL);
     if (!px)
         return;
@@ -113,7 +93,7 @@ static void token_labels_and_svg(void)
     const char *png = unit_path("t.png");
     CHECK_INT(tupe_figure_write(&f, png, TUPE_FIG_PNG, &e), 0);
     int w, h;
-    unsigned char *px = decode(png, &w, &h);
+    unsigned char *px = unit_png_rgb(png, &w, &h);
     CHECK(px != NULL);
     int x, y, cell;
     tupe_figure_cell_origin(&f, 0, 3, 6, &x, &y, &cell);

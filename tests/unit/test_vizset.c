@@ -3,8 +3,6 @@
  * the matrix values at sampled cells, with figure-wide and per-panel limits, for the signed
  * (coolwarm, symmetric limits) and probability (viridis, [0, max]) maps of a trained TUPE-R
  * checkpoint; the single-file mode; the .npy files and meta.json. */
-#include <png.h>
-
 #include "colormap.h"
 #include "heatmap.h"
 #include "inspect.h"
@@ -12,24 +10,6 @@
 #include "poscorr.h"
 #include "unit.h"
 #include "vizset.h"
-
-static unsigned char *decode(const char *path, int *w, int *h)
-{
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&img, path))
-        return NULL;
-    img.format = PNG_FORMAT_RGB;
-    unsigned char *buf = malloc(PNG_IMAGE_SIZE(img));
-    if (!png_image_finish_read(&img, NULL, buf, 0, NULL)) {
-        free(buf);
-        return NULL;
-    }
-    *w = (int)img.width;
-    *h = (int)img.height;
-    return buf;
-}
 
 enum { N = 40 };
 static const char *const titles[4] = {"H0", "H1", "H2", "H3"};
@@ -53,7 +33,7 @@ static void load(tupe_poscorr *pc, float *soft)
 static void check_png(const char *path, const tupe_view *v, int per_panel, int cell)
 {
     int w, h;
-    unsigned char *px = decode(path, &w, &h);
+    unsigned char *px = unit_png_rgb(path, &w, &h);
     CHECK_MSG(px != NULL, "%s does not decode", path);
     if (!px)
         return;
