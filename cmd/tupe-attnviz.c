@@ -176,6 +176,19 @@ static int open_set(tupe_cli *c, const args *a, int nfig, tupe_vizset **s, const
     return 0;
 }
 
+/* Draw a view; with -v, say what its colours span. */
+static int draw(const tupe_cli *c, const args *a, tupe_vizset *s, const tupe_view *v, tupe_err *e)
+{
+    if (c->verbose) {
+        double lo, hi;
+        tupe_view_limits(v, a->per_panel, 0, &lo, &hi);
+        tupe_cli_note(c, "%s: %d panel%s of %d x %d, colours from %.4g to %.4g%s", v->name,
+                      v->npanels, v->npanels > 1 ? "s" : "", v->rows, v->cols, lo, hi,
+                      a->per_panel && v->npanels > 1 ? " in the first panel" : "");
+    }
+    return tupe_vizset_draw(s, v, e);
+}
+
 static int finish(tupe_cli *c, tupe_vizset *s, int rc, tupe_err *e)
 {
     if (!rc && tupe_vizset_finish(s, e))
@@ -274,7 +287,7 @@ static int cmd_pos(tupe_cli *c, const args *a, tupe_inspect *in)
                        k == V_SOFTMAX ? TUPE_CMAP_VIRIDIS : TUPE_CMAP_COOLWARM, nh, (int)n, (int)n,
                        k == V_SOFTMAX ? soft : sel, tp, NULL,
                        k == V_SOFTMAX ? "probability" : "logit", 0};
-        rc = tupe_vizset_draw(s, &v, &e);
+        rc = draw(c, a, s, &v, &e);
     }
     free(sel), free(soft), free(titles), free(tp), free(heads);
     tupe_poscorr_free(&pc);
@@ -400,7 +413,7 @@ static int cmd_attn(tupe_cli *c, const args *a, tupe_inspect *in)
         snprintf(name, sizeof name, "attn-L%d", l);
         tupe_view v = {name, NULL, title, NULL, TUPE_CMAP_VIRIDIS, nh, T, T,
                        sel + (size_t)li * nh * TT, tp, (const char *const *)labels, "probability", 0};
-        rc = tupe_vizset_draw(s, &v, &e);
+        rc = draw(c, a, s, &v, &e);
     }
     if (!rc) {
         uint64_t shape[4] = {(uint64_t)nl, (uint64_t)nh, (uint64_t)T, (uint64_t)T}, st = (uint64_t)T;
@@ -513,7 +526,7 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
         tupe_view v = {"decomp", "decomp_mean", title,
                        "terms [ww, wp, pw, pp(, rest)] averaged over the heads, [term, query, key]",
                        TUPE_CMAP_COOLWARM, K, n, n, avg, tp, NULL, "logit", K};
-        rc = tupe_vizset_draw(s, &v, &e);
+        rc = draw(c, a, s, &v, &e);
     }
     for (int t = 0; !rc && t < K; t++) {
         char name[32], npy[32], what[128], title[300];
@@ -531,7 +544,7 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
                      tupe_position_name(cfg->position), mode);
             tupe_view v = {name, npy, title, what, TUPE_CMAP_COOLWARM, nh, n, n,
                            sel + (size_t)t * nh * nn, tp, NULL, "logit", 0};
-            rc = tupe_vizset_draw(s, &v, &e);
+            rc = draw(c, a, s, &v, &e);
         } else {
             uint64_t shape[3] = {(uint64_t)nh, (uint64_t)n, (uint64_t)n};
             rc = tupe_vizset_npy(s, npy, "<f4", 3, shape, sel + (size_t)t * nh * nn, what, &e);

@@ -44,6 +44,8 @@ check "-o - writes the one figure to stdout" eval '[ $rc = 0 ] && [ "$(head -c 4
 run env TERM=xterm NO_COLOR= $P pos $F/tupe-r -n 8 --view abs,rel --term
 check "--term previews with 24-bit colours on stdout, writes no figure" eval '[ $rc = 0 ] && has $T/out "$(printf "\033[48;2;")" &&
     has $T/out "H0  [" && [ ! -e pos-abs.png ]'
+run $P pos $F/tupe-r -n 8 --view rel --term -v
+check "-v reports the colour range of each figure" eval 'has $T/err "pos-rel: 4 panels of 8 x 8, colours from -"'
 run env NO_COLOR=1 $P pos $F/tupe-r -n 8 --view softmax --term -q
 check "--term with NO_COLOR: an ASCII ramp" eval '[ $rc = 0 ] && lacks $T/out "$(printf "\033")" && has $T/out "H3  [0," && is_empty $T/err'
 
