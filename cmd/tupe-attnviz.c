@@ -458,9 +458,15 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
     if (!tupe_cfg_abs_input(cfg))
-        return tupe_cli_usage(c, "%s is a %s model: its positions are not in its input, so its "
-                              "scores have no word-position terms; 'tupe-attnviz pos' draws its "
-                              "positional term", a->ckpt, tupe_position_name(cfg->position));
+        return tupe_cli_usage(c, "%s is a %s model: %s; 'tupe-attnviz pos' draws its %s", a->ckpt,
+                              tupe_position_name(cfg->position),
+                              cfg->position == TUPE_POS_BERT_AD
+                                  ? "its positions enter every layer through their own "
+                                    "projections, not through its input"
+                                  : "it computes the word and the position correlations apart, "
+                                    "with no word-position terms",
+                              cfg->position == TUPE_POS_BERT_AD ? "position-position term"
+                                                                : "positional term");
     long max_len;
     int H = cfg->num_heads, *heads, nh;
     if (positions(c, "max-len", a->max_len, cfg, &max_len) || heads_of(c, a, cfg, &heads, &nh))

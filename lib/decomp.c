@@ -66,7 +66,7 @@ int tupe_decomp_new(tupe_decomp **out, tupe_inspect *in, int mode, int n, tupe_e
     const tupe_config *c = &in->cfg;
     if (!tupe_cfg_abs_input(c))
         return tupe_fail(e, TUPE_EUSAGE, "%s: a %s model has no position embeddings in its "
-                         "input, so its scores have no word-position terms to separate",
+                         "input to separate from the words",
                          in->path, tupe_position_name(c->position));
     if (n < 1 || n > c->max_position)
         return tupe_fail(e, TUPE_EUSAGE, "%d positions asked, the model has %d", n,
