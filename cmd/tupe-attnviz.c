@@ -172,7 +172,7 @@ static int open_set(tupe_cli *c, const args *a, int nfig, tupe_vizset **s, const
     tupe_vizset_note(*s, "command", c->cmd->name);
     tupe_vizset_note(*s, "checkpoint", a->ckpt);
     tupe_vizset_note(*s, "position", tupe_position_name(in->cfg.position));
-    tupe_vizset_note(*s, "untie_cls", in->cfg.untie_cls ? "true" : "false");
+    tupe_vizset_note_bool(*s, "untie_cls", in->cfg.untie_cls);
     return 0;
 }
 
@@ -637,6 +637,8 @@ int main(int argc, char **argv)
         rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[a.ckpt ? 0 : 1]);
     else if (!a.ckpt && c.nargs == 0)
         rc = tupe_cli_usage(&c, "a checkpoint is required (CKPT or --checkpoint)");
+    else if (a.term && a.out && strcmp(a.out, "-") == 0)
+        rc = tupe_cli_usage(&c, "--term and -o - would both write to standard output");
     else if (attn && a.ntexts + (a.input != NULL) != 1)
         rc = tupe_cli_usage(&c, "give one sentence: --text TEXT or --input FILE");
     else if (decomp && !a.ntexts && !a.input && !a.data)

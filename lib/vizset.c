@@ -61,8 +61,7 @@ int tupe_vizset_new(tupe_vizset **out, const tupe_vizopts *o, int nfigures, tupe
     s->meta = json_object();
     s->files = json_array();
     s->figures = json_array();
-    if (!s->meta || !s->files || !s->figures || json_object_set(s->meta, "figures", s->figures) ||
-        json_object_set(s->meta, "files", s->files)) {
+    if (!s->meta || !s->files || !s->figures) {
         tupe_vizset_free(s);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
@@ -254,6 +253,11 @@ int tupe_vizset_note(tupe_vizset *s, const char *key, const char *value)
     return json_object_set_new(s->meta, key, json_string(value));
 }
 
+int tupe_vizset_note_bool(tupe_vizset *s, const char *key, int value)
+{
+    return json_object_set_new(s->meta, key, json_boolean(value));
+}
+
 int tupe_vizset_note_num(tupe_vizset *s, const char *key, double value)
 {
     return json_object_set_new(s->meta, key, value == floor(value) && fabs(value) < 1e15
@@ -273,6 +277,9 @@ int tupe_vizset_finish(tupe_vizset *s, tupe_err *e)
 {
     if (!s->o.npy_dir)
         return 0;
+    /* The notes first, then what was written. */
+    if (json_object_set(s->meta, "figures", s->figures) || json_object_set(s->meta, "files", s->files))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     char *txt = json_dumps(s->meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!txt)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");

@@ -59,8 +59,9 @@ int tupe_vizset_npy(tupe_vizset *s, const char *name, const char *descr, int ndi
 /* A text file in the .npy directory (e.g. tokens.txt). */
 int tupe_vizset_text(tupe_vizset *s, const char *name, const char *text, const char *what,
                      tupe_err *e);
-/* Notes for meta.json: a string, a number, a list of integers. */
+/* Notes for meta.json: a string, a number, a truth value, a list of integers. */
 int tupe_vizset_note(tupe_vizset *s, const char *key, const char *value);
+int tupe_vizset_note_bool(tupe_vizset *s, const char *key, int value);
 int tupe_vizset_note_num(tupe_vizset *s, const char *key, double value);
 int tupe_vizset_note_ints(tupe_vizset *s, const char *key, const int *v, int n);
 /* Write meta.json (when there is a .npy directory). */

@@ -102,6 +102,8 @@ run $P pos $F/tupe-r -o $T/x.png
 check "-o FILE with several figures: usage error, nothing written" eval '[ $rc = 2 ] && has $T/err "holds one figure" && [ ! -e $T/x.png ]'
 run $P pos $F/tupe-r --view abs -o $T/x.png --format svg
 check "-o FILE.png with --format svg: usage error" eval '[ $rc = 2 ] && has $T/err "does not end in .svg"'
+run $P pos $F/tupe-r --view abs --term -o -
+check "--term with -o -: usage error" eval '[ $rc = 2 ] && has $T/err "both write to standard output"'
 run $P pos $T/missing
 check "missing checkpoint: exit 66" eval '[ $rc = 66 ] && has $T/err "$T/missing"'
 head -99 $F/vocab.txt >$T/v99.txt
