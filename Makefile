@@ -64,7 +64,7 @@ BIN     := $(B)/bin
 OBJ     := $(B)/obj
 
 # ---- flags -----------------------------------------------------------------------------------
-PKGS     := jansson libzstd libarchive openblas libpng libxxhash
+PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -223,8 +223,8 @@ demo: deps all
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
 # bench: time and bc (tests/bench/shard.sh).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
-            libpng-dev zlib1g-dev libxxhash-dev zstd man-db groff-base bash-completion \
-            xz-utils bzip2 zip time bc
+            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
+            groff-base bash-completion xz-utils bzip2 zip time bc
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:

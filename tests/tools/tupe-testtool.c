@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "fileio.h"
+#include "npy.h"
 #include "progress.h"
 #include "safetensors.h"
 #include "tokstream.h"
@@ -37,6 +38,10 @@ static const tupe_cmd cmds[] = {
     {"st-diff", "A B", "largest difference between the float tensors of two safetensors files",
      "Prints \"max_abs_diff X\" over the tensors of A (which B must also have) and exits 1 when\n"
      "their names or shapes differ.", NULL, "file"},
+    {"npy-diff", "A B", "largest difference between two .npy arrays",
+     "Prints \"max_abs_diff X max_rel_diff Y\" (Y: X divided by the largest |value| of B; NaN\n"
+     "cells must be NaN in both) and exits 1 when their shapes differ. A may be several files\n"
+     "joined by '+': their sum is compared.", NULL, "file"},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-testtool", "test helper for the tupe test suite", cmds, NULL};
@@ -199,6 +204,59 @@ static int st_diff(tupe_cli *c)
     return rc;
 }
 
+static double npy_at(const tupe_npy *a, uint64_t i)
+{
+    const char *d = a->descr;
+    return strcmp(d, "<f4") == 0 ? ((const float *)a->data)[i]
+         : strcmp(d, "<f8") == 0 ? ((const double *)a->data)[i]
+         : strcmp(d, "<i4") == 0 ? ((const int32_t *)a->data)[i]
+         : strcmp(d, "<i8") == 0 ? (double)((const int64_t *)a->data)[i]
+                                 : NAN;
+}
+
+static int npy_diff(tupe_cli *c)
+{
+    if (c->nargs != 2)
+        return tupe_cli_usage(c, "expected two files");
+    tupe_err e;
+    tupe_npy b;
+    if (tupe_npy_read(c->args[1], &b, &e))
+        return tupe_cli_error(c, &e);
+    double *sum = calloc(b.numel ? b.numel : 1, sizeof *sum);
+    char *list = strdup(c->args[0]), *save = NULL;
+    int rc = 0;
+    for (char *f = strtok_r(list, "+", &save); f && !rc; f = strtok_r(NULL, "+", &save)) {
+        tupe_npy a;
+        if (tupe_npy_read(f, &a, &e)) {
+            rc = tupe_cli_error(c, &e);
+            break;
+        }
+        rc = a.ndim != b.ndim;
+        for (int i = 0; !rc && i < a.ndim; i++)
+            rc = a.shape[i] != b.shape[i];
+        if (rc)
+            fprintf(stderr, "tupe-testtool: %s and %s have different shapes\n", f, c->args[1]);
+        for (uint64_t i = 0; !rc && i < a.numel; i++)
+            sum[i] += npy_at(&a, i);
+        tupe_npy_free(&a);
+    }
+    double worst = 0, scale = 0;
+    for (uint64_t i = 0; !rc && i < b.numel; i++) {
+        double x = sum[i], y = npy_at(&b, i);
+        if (isnan(x) && isnan(y))
+            continue;
+        double d = fabs(x - y);
+        worst = d > worst || d != d ? d : worst;
+        scale = fabs(y) > scale ? fabs(y) : scale;
+    }
+    if (!rc)
+        printf("max_abs_diff %.9g max_rel_diff %.9g\n", worst, scale > 0 ? worst / scale : worst);
+    free(list);
+    free(sum);
+    tupe_npy_free(&b);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
@@ -235,6 +293,8 @@ int main(int argc, char **argv)
         rc = st_info(&c);
     else if (strcmp(name, "st-diff") == 0)
         rc = st_diff(&c);
+    else if (strcmp(name, "npy-diff") == 0)
+        rc = npy_diff(&c);
     else {
         if (mem)
             printf("memory %llu\n", (unsigned long long)mem);

@@ -1,5 +1,6 @@
 #include "unit.h"
 
+#include <png.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,4 +115,23 @@ int unit_main(const unit_test *tests, int argc, char **argv)
         failed += unit_fails > 0;
     }
     return failed ? 1 : 0;
+}
+
+unsigned char *unit_png_rgb(const char *path, int *w, int *h)
+{
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path))
+        return NULL;
+    img.format = PNG_FORMAT_RGB;
+    unsigned char *buf = malloc(PNG_IMAGE_SIZE(img));
+    if (!buf || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+        free(buf);
+        png_image_free(&img);
+        return NULL;
+    }
+    *w = (int)img.width;
+    *h = (int)img.height;
+    return buf;
 }

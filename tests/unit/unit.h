@@ -29,6 +29,9 @@ const char *unit_data(void);
 /* Read a whole file (test helper); exits the test binary on failure. */
 char *unit_slurp(const char *path, size_t *len);
 void unit_write(const char *path, const void *buf, size_t len);
+/* Decode a PNG with libpng (independently of what wrote it) to 8-bit RGB rows, top to bottom;
+ * NULL when it does not decode. malloc'd. */
+unsigned char *unit_png_rgb(const char *path, int *width, int *height);
 int unit_main(const unit_test *tests, int argc, char **argv);
 
 #define CHECK(c) do { if (!(c)) unit_fail(__FILE__, __LINE__, "check failed: %s", #c); } while (0)
