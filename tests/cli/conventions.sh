@@ -86,8 +86,8 @@ verdict "-q silences progress"
 # Help and completion come from the same table.
 run $P tok-write --completion-helper
 bash -c '
-verdict "completion data lists every option in --help"
     for o in $(awk -F"\t" "\$1 == \"opt\" { print \$2 }" '"$T/out"'); do
         '"$P"' tok-write --help | grep -q -- "$o" || { echo "missing $o"; exit 1; }
     done'
+verdict "completion data lists every option in --help"
 exit $_failed
