@@ -64,11 +64,8 @@ tupe-glue train --task CoLA --data "$OUT/glue" --checkpoint "$ckpt" --vocab "$OU
 tupe-glue eval --task CoLA --data "$OUT/glue" --checkpoint "$OUT/finetune/best" --vocab "$OUT/vocab.txt" --max-dev 1000
 
 say "7/7 what the positions learned: per-head positional correlation of the pre-trained model"
-if command -v tupe-attnviz >/dev/null; then
-    tupe-attnviz pos "$ckpt" --max-pos 64 -o "$OUT/positions.png" --npy "$OUT/positions-npy"
-else
-    echo "tupe-attnviz is not part of this build: skipped"
-fi
+tupe-attnviz pos "$ckpt" --max-pos 64 --view bias,softmax -o "$OUT/positions" --npy "$OUT/positions-npy"
+tupe-attnviz pos "$ckpt" --max-pos 24 --view softmax --heads 0 --term 2>/dev/null | head -30 || true
 
 say "done"
 cat <<MSG
@@ -80,5 +77,7 @@ Outputs in $OUT:
   loss.png                    the loss curve
   glue/CoLA/                  the task made from the sample
   finetune/best/              the fine-tuned model; finetune/results.json its dev scores
-  positions.png, positions-npy/   the positional correlation of every head, and its numbers
+  positions/pos-bias.png      the positional term of every head (the same in every layer)
+  positions/pos-softmax.png   its softmax over keys: where each position looks, before content
+  positions-npy/              the matrices behind the pictures, as .npy, with meta.json
 MSG
