@@ -729,7 +729,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                                    "%.0f tok/s  ETA %s", (long long)step, (long long)o->steps, avg,
                                    avg / M_LN2, lr, norm, tps, eta);
             log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
-                     "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.1f}",
+                     "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
                      (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
                      (long long)st.tokens, st.elapsed);
             t_last = now;
