@@ -152,21 +152,18 @@ int tupe_bpe_bind(tupe_bpe *b, const tupe_vocab *v)
     return 0;
 }
 
-int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_err *e)
+int tupe_bpe_parse(tupe_bpe **out, const char *buf, size_t len, const char *path,
+                   const tupe_vocab *v, tupe_err *e)
 {
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e);
-    if (rc)
-        return rc;
+    if (!path)
+        path = "(buffer)";
     tupe_bpe *b = tupe_bpe_new();
-    if (!b) {
-        free(buf);
+    if (!b)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
+    int rc;
     uint64_t line = 0;
     for (size_t i = 0; i < len;) {
-        char *nl = memchr(buf + i, '\n', len - i);
+        const char *nl = memchr(buf + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - buf) : len;
         line++;
         /* three fields separated by spaces, as fastBPE splits them */
@@ -209,12 +206,22 @@ int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_er
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto fail;
     }
-    free(buf);
     *out = b;
     return 0;
 fail:
-    free(buf);
     tupe_bpe_free(b);
+    return rc;
+}
+
+int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_err *e)
+{
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e);
+    if (rc)
+        return rc;
+    rc = tupe_bpe_parse(out, buf, len, path, v, e);
+    free(buf);
     return rc;
 }
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Writes the seed corpora tests/fuzz/corpus/T/ from the test fixtures and small inputs made
+# with the programs themselves (run from the source tree after `make`; the output is
+# committed, so `make check` and `make fuzz` need nothing from here). Seeds stay small: the
+# fuzzer's reach comes from mutating them, not from their size.
+#
+#   TUPE_BIN=build/cpu/bin TUPE_BUILD=build/cpu tests/fuzz/seeds.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${TUPE_BUILD:=build/$(ls build | grep -v fuzz | head -1)}"
+: "${TUPE_BIN:=$TUPE_BUILD/bin}"
+TT=$TUPE_BUILD/tests/tupe-testtool
+C=tests/fuzz/corpus
+F=tests/fixtures
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fresh() { rm -rf "$C/$1"; mkdir -p "$C/$1"; }
+
+# ---- token streams ---------------------------------------------------------------------------
+fresh tokstream
+printf '5 6 7\n8 9\n\n10 11 12 13\n' >$T/ids.txt
+$TT tok-write --vocab-size 100 -o $C/tokstream/small.tok $T/ids.txt
+printf '69999 0 65536\n1\n' >$T/wide.txt
+$TT tok-write --vocab-size 70000 --vocab-hash 0123456789abcdef -o $C/tokstream/wide.tok $T/wide.txt
+: >$T/none.txt
+$TT tok-write --vocab-size 100 -o $T/empty.tok $T/none.txt
+cat $C/tokstream/small.tok $T/empty.tok >$C/tokstream/concat.tok
+
+# ---- shard files -----------------------------------------------------------------------------
+fresh shard
+awk 'BEGIN { srand(3); for (d = 0; d < 12; d++) { n = 1 + int(rand() * 300); l = "";
+     for (i = 0; i < n; i++) l = l (i ? " " : "") 5 + int(rand() * 90); print l } }' >$T/docs.txt
+$TT tok-write --vocab-size 100 -o $T/docs.tok $T/docs.txt
+$TT tok-write --vocab-size 70000 -o $T/docs4.tok $T/docs.txt
+# 512 ids a sequence and 4 KiB frames: a few sequences in a few frames.
+sp=(--pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --shards 1 --seq-len 512 --frame-size 4K)
+shard() { # NAME INPUT OPTIONS...
+    local name=$1 in=$2; shift 2
+    rm -rf $T/s
+    $TUPE_BIN/tupe-shard write -q -o $T/s "${sp[@]}" "$@" $in
+    cp $T/s/train-00000.shard $C/shard/$name.shard
+}
+shard zstd $T/docs.tok
+shard raw $T/docs.tok --no-compress
+shard doc $T/docs.tok --break doc --no-shuffle
+shard wide $T/docs4.tok --no-compress
