@@ -44,3 +44,38 @@ shard zstd $T/docs.tok
 shard raw $T/docs.tok --no-compress
 shard doc $T/docs.tok --break doc --no-shuffle
 shard wide $T/docs4.tok --no-compress
+
+# ---- manifests -------------------------------------------------------------------------------
+fresh manifest
+rm -rf $T/s
+$TUPE_BIN/tupe-shard write -q -o $T/s "${sp[@]}" --shards 2 --valid-fraction 0.2 $T/docs.tok
+cp $T/s/manifest.json $C/manifest/zstd.json
+rm -rf $T/s
+$TUPE_BIN/tupe-shard write -q -o $T/s "${sp[@]}" --no-compress $T/docs4.tok
+cp $T/s/manifest.json $C/manifest/raw.json
+rm -rf $T/s
+$TUPE_BIN/tupe-shard write -q -o $T/s "${sp[@]:0:12}" --export megatron --valid-fraction 0.2 $T/docs.tok
+cp $T/s/manifest.json $C/manifest/megatron.json
+
+# ---- safetensors -----------------------------------------------------------------------------
+fresh safetensors
+cp $F/safetensors/python.safetensors $F/safetensors/python-meta.safetensors $C/safetensors/
+python3 - "$C/safetensors" <<'PY' 2>/dev/null || echo "seeds.sh: no Python safetensors; kept the fixtures only" >&2
+import sys, numpy as np
+from safetensors.numpy import save_file
+d = sys.argv[1]
+save_file({"a": np.arange(6, dtype=np.float16).reshape(2, 3), "b": np.zeros((0, 4), np.float32),
+           "c": np.array([1.5], np.float64), "i": np.array([1, 2], np.int64),
+           "m": np.ones((2, 2), np.uint8)}, d + "/mixed.safetensors", metadata={"k": "v"})
+PY
+
+# ---- vocabularies: vocab.txt, dict.txt, codes --------------------------------------------------
+fresh vocab
+head -120 $F/tokenize/hf-train.vocab >$C/vocab/hf-head.txt
+printf '[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\n##a\r\n\xc3\xa9t\xc3\xa9\r\n' >$C/vocab/crlf.txt
+fresh dict
+head -60 $F/tokenize/bpe/dict.txt >$C/dict/head.txt
+printf 'a 5\nb@@ 3\n<mask> 1\nthe end 2\n' >$C/dict/mask.txt
+fresh bpe
+head -60 $F/tokenize/bpe/codes >$C/bpe/head.txt
+printf 'l o 9\nlo w</w> 8\ne r</w> 7\nlow er</w> 6\nlower lower</w> 1\n' >$C/bpe/small.txt
