@@ -79,3 +79,29 @@ printf 'a 5\nb@@ 3\n<mask> 1\nthe end 2\n' >$C/dict/mask.txt
 fresh bpe
 head -60 $F/tokenize/bpe/codes >$C/bpe/head.txt
 printf 'l o 9\nlo w</w> 8\ne r</w> 7\nlow er</w> 6\nlower lower</w> 1\n' >$C/bpe/small.txt
+
+# ---- GLUE --------------------------------------------------------------------------------------
+# One byte names the file (its place in the task table, tupe_glue_tasks; +128: predictions).
+fresh glue
+G=${TUPE_DATA:-../shared/data}/glue
+k=0
+for f in CoLA/train CoLA/dev CoLA/test SST-2/train SST-2/dev SST-2/test MRPC/train MRPC/dev MRPC/test \
+         STS-B/train STS-B/dev STS-B/test QQP/train QQP/dev QQP/test MNLI/train MNLI/dev_matched \
+         MNLI/dev_mismatched MNLI/test_matched MNLI/test_mismatched QNLI/train QNLI/dev QNLI/test \
+         RTE/train RTE/dev RTE/test WNLI/train WNLI/dev WNLI/test diagnostic/diagnostic; do
+    src=$G/$f.tsv
+    [ -f "$src" ] || src=$F/glue/data/$f.tsv
+    if [ -f "$src" ]; then
+        { printf "\\$(printf %o $k)"; head -6 "$src" | cut -c1-300; } >$C/glue/$(echo $f | tr / -).tsv
+    fi
+    k=$((k + 1))
+done
+{ printf '\202'; printf 'index\tprediction\n0\t1\n2\t0\n1\t1\n'; } >$C/glue/pred-cola.tsv
+{ printf '\213'; printf 'index\tprediction\n0\t4.250\n1\t0.000\n'; } >$C/glue/pred-stsb.tsv
+{ printf '\223'; printf '\xef\xbb\xbfindex\tprediction\r\n0\tneutral\r\n1\tentailment\r\n'; } >$C/glue/pred-mnli.tsv
+
+# ---- model configurations ---------------------------------------------------------------------
+fresh config
+cp share/tupe/models/*.json $C/config/
+printf '{"position": "bert-ad", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 4,\n "num_labels": 3, "type_vocab_size": 2, "layer_norm_eps": 1e-12}\n' >$C/config/small.json
+printf '{"model_type": "tupe", "hidden_act": "gelu", "position": "tupe-a", "untie_cls": false}' >$C/config/tie.json
