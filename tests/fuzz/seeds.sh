@@ -105,3 +105,47 @@ fresh config
 cp share/tupe/models/*.json $C/config/
 printf '{"position": "bert-ad", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 4,\n "num_labels": 3, "type_vocab_size": 2, "layer_norm_eps": 1e-12}\n' >$C/config/small.json
 printf '{"model_type": "tupe", "hidden_act": "gelu", "position": "tupe-a", "untie_cls": false}' >$C/config/tie.json
+
+# ---- checkpoints -------------------------------------------------------------------------------
+# byte 0: flags (1 heads optional, 2 load the optimizer); bytes 1-4: the model file's length.
+fresh checkpoint
+awk 'BEGIN { srand(5); for (d = 0; d < 40; d++) { l = ""; for (i = 0; i < 6; i++) l = l (i ? " " : "") 5 + int(rand() * 15); print l } }' >$T/ck.txt
+$TT tok-write --vocab-size 20 -o $T/ck.tok $T/ck.txt
+$TUPE_BIN/tupe-shard write -q -o $T/cks --seq-len 8 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --shards 1 $T/ck.tok
+pack() { # OUT FLAGS MODEL [OPTIMIZER]
+    local n; n=$(stat -c %s "$3")
+    { printf "\\$(printf %o $2)"; printf "\\$(printf %o $((n & 255)))\\$(printf %o $((n >> 8 & 255)))\\$(printf %o $((n >> 16 & 255)))\\0";
+      cat "$3"; [ $# -lt 4 ] || cat "$4"; } >"$1"
+}
+for pos in bert-a tupe-r bert-ad; do
+    printf '{"position": "%s", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,\n "intermediate_size": 16, "max_position_embeddings": 8, "rel_pos_buckets": 8, "max_rel_pos": 16}\n' $pos >$T/m.json
+    rm -rf $T/run
+    $TUPE_BIN/tupe-pretrain train -q --data $T/cks --model $T/m.json -o $T/run --steps 1 --batch 2 --threads 1 --eval-every 0
+    ck=$T/run/checkpoints/step-00000001
+    pack $C/checkpoint/$pos-opt.bin 2 $ck/model.safetensors $ck/optimizer.safetensors
+    pack $C/checkpoint/$pos.bin 1 $ck/model.safetensors
+done
+
+# ---- corpus sources and framing ----------------------------------------------------------------
+fresh input
+fresh corpus
+printf 'The first line of a document.\nIts second line.\n\nAnother document, caf\xc3\xa9 \xe4\xb8\xad.\n' >$T/plain.txt
+printf '<doc id="1" url="u" title="T">\nT\n\nText &lt;b&gt; &amp; more.\n</doc>\n<doc id="2">\nU\nline\n</doc>\n' >$T/wiki.txt
+printf '\xef\xbb\xbfBOM and CRLF\r\nline two\r\n\r\nnext\r\n' >$T/crlf.txt
+printf 'bad \xff byte\nand \xc3 cut\n\ngood\n' >$T/bad.txt
+cp $T/plain.txt $C/input/plain.txt
+zstd -q -c $T/plain.txt >$C/input/plain.zst
+gzip -n -c $T/wiki.txt >$C/input/wiki.gz
+xz -c $T/crlf.txt >$C/input/crlf.xz
+bzip2 -c $T/plain.txt >$C/input/plain.bz2
+(cd $T && tar --format=ustar --mtime=@0 --owner=0 --group=0 -cf - plain.txt wiki.txt) >$C/input/two.tar
+(cd $T && rm -f two.zip && TZ=UTC zip -q -X two.zip plain.txt bad.txt && cp two.zip "$OLDPWD/$C/input/two.zip")
+# corpus: byte 0 = framing (0 blank, 1 line, 2 wiki) | invalid << 2 | keep title << 4 | chunk << 5
+frame() { printf "\\$(printf %o $1)"; cat "$2"; }
+frame 0 $T/plain.txt >$C/corpus/blank.txt
+frame $((1 | 1 << 5)) $T/crlf.txt >$C/corpus/line-crlf.txt
+frame $((2 | 1 << 4 | 2 << 5)) $T/wiki.txt >$C/corpus/wiki.txt
+frame $((0 | 1 << 2)) $T/bad.txt >$C/corpus/bad-replace.txt
+frame 0 $T/bad.txt >$C/corpus/bad-error.txt
+frame $((0 | 3 << 5)) $C/input/plain.zst >$C/corpus/blank.zst
+frame 2 $C/input/two.tar >$C/corpus/wiki.tar
