@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checksum.h"
+#include "fault.h"
 #include "fileio.h"
 #include "grow.h"
 #include "unicode.h"
@@ -272,6 +273,8 @@ int tupe_vocab_save(const tupe_vocab *v, const char *path, tupe_err *e)
             rc = tupe_out_printf(o, e, " %llu", (unsigned long long)v->count[id]);
         if (!rc)
             rc = tupe_out_write(o, "\n", 1, e);
+        if (id == first + (last - first) / 2)
+            tupe_fault_point("vocab.save");
     }
     if (rc) {
         tupe_out_abort(o);

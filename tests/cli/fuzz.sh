@@ -17,7 +17,7 @@ for src in "$TUPE_SRC"/tests/fuzz/fuzz_*.c; do
     done
     run "$bin" "${dirs[@]}"
     count=$(cat "$T/out")
-    check "fuzz target $t: ${count:-no inputs} replayed" [ $rc = 0 ] && [ -n "$count" ] && [ "${count% inputs}" -gt 0 ]
+    check "fuzz target $t: ${count:-no inputs} replayed" eval '[ $rc = 0 ] && [ -n "$count" ] && [ "${count% inputs}" -gt 0 ]'
     n=$((n + 1))
 done
 check "every reader has a fuzz target ($n)" [ "$n" -ge 12 ]

@@ -7,28 +7,28 @@ P=$TUPE_BIN/tupe-glue
 G=$TUPE_DATA/glue
 
 run $P info --task MRPC --data $G
-check "info: rows per split and the label distribution" [ $rc = 0 ] && has $T/out "train               3668 rows" && \
-    has $T/out "dev                  408 rows, 0 skipped; 0 129 (31.6%), 1 279 (68.4%)"
+check "info: rows per split and the label distribution" eval '[ $rc = 0 ] && has $T/out "train               3668 rows" && \
+    has $T/out "dev                  408 rows, 0 skipped; 0 129 (31.6%), 1 279 (68.4%)"'
 run $P info --task QQP --data $TUPE_SRC/tests/fixtures/glue/data --format json
-check "info: malformed training rows are skipped and named file:line" [ $rc = 0 ] && \
-    has $T/err "QQP/train.tsv:7: skipped: expected 6 fields, got 4" && has $T/out '"skipped": 2'
+check "info: malformed training rows are skipped and named file:line" eval '[ $rc = 0 ] && \
+    has $T/err "QQP/train.tsv:7: skipped: expected 6 fields, got 4" && has $T/out '\''"skipped": 2'\'''
 run $P info --task QNLI --data $G
-check "info: absent files are reported, present ones read" [ $rc = 0 ] && has $T/out "train            absent" && has $T/out "dev                 5463 rows"
+check "info: absent files are reported, present ones read" eval '[ $rc = 0 ] && has $T/out "train            absent" && has $T/out "dev                 5463 rows"'
 run $P info --task Nope --data $G
-check "info: an unknown task is a usage error" [ $rc = 2 ] && has $T/err "unknown task 'Nope'"
+check "info: an unknown task is a usage error" eval '[ $rc = 2 ] && has $T/err "unknown task '\''Nope'\''"'
 
 # Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
 { printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
 run $P score --task MRPC --data $G $T/mrpc.tsv --format json
-check "score: the task's metrics for a leaderboard-format file" [ $rc = 0 ] && has $T/out '"acc":0.6838' && has $T/out '"f1":0.812'
+check "score: the task's metrics for a leaderboard-format file" eval '[ $rc = 0 ] && has $T/out '\''"acc":0.6838'\'' && has $T/out '\''"f1":0.812'\'''
 head -100 $T/mrpc.tsv >$T/short.tsv
 run $P score --task MRPC --data $G $T/short.tsv
-check "score: a file with missing rows is refused" [ $rc = 65 ] && has $T/err "99 predictions for 408 examples"
+check "score: a file with missing rows is refused" eval '[ $rc = 65 ] && has $T/err "99 predictions for 408 examples"'
 
 # submit: refuses an incomplete set; zips a complete one.
 mkdir -p $T/sub
 run $P submit --predictions $T/sub -o $T/s.zip
-check "submit: an incomplete set is refused" [ $rc = 65 ] && has $T/err "missing" && [ ! -e $T/s.zip ]
+check "submit: an incomplete set is refused" eval '[ $rc = 65 ] && has $T/err "missing" && [ ! -e $T/s.zip ]'
 
 if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x "$TUPE_BIN/tupe-shard" ]; then
     S=$TUPE_SRC/share/tupe/sample/corpus.txt.zst
@@ -38,18 +38,18 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     ck=$T/pre/checkpoints/step-00000040
     run $P train --task SST-2 --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ft --max-len 64 --epochs 2 --max-train 3000 --lr 1e-3 --threads 2
     acc=$(awk '{ print $3 }' $T/out)
-    check "end to end: a tiny model beats the SST-2 majority class (50.92%) by 5 points (got $acc)" \
-        [ $rc = 0 ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.5592) }'
-    check "train keeps the best checkpoint and its scores" [ -s $T/ft/best/model.safetensors ] && [ -s $T/ft/results.json ] && [ -s $T/ft/metrics.jsonl ]
+    check "end to end: a tiny model beats the SST-2 majority class (50.92%) by 5 points (got $acc)" eval '\
+        [ $rc = 0 ] && awk -v a="$acc" '\''BEGIN { exit !(a >= 0.5592) }'\'''
+    check "train keeps the best checkpoint and its scores" eval '[ -s $T/ft/best/model.safetensors ] && [ -s $T/ft/results.json ] && [ -s $T/ft/metrics.jsonl ]'
     run $P eval --task SST-2 --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt --format json
-    check "eval reproduces the best dev score" [ $rc = 0 ] && awk -v a="$acc" -F'"acc":' '{ exit !(($2 + 0) - a < 1e-4 && a - ($2 + 0) < 1e-4) }' $T/out
+    check "eval reproduces the best dev score" eval '[ $rc = 0 ] && awk -v a="$acc" -F'\''"acc":'\'' '\''{ exit !(($2 + 0) - a < 1e-4 && a - ($2 + 0) < 1e-4) }'\'' $T/out'
     run $P predict --task SST-2 --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt -o $T/sub
-    check "predict writes the leaderboard file with its line count" [ $rc = 0 ] && [ "$(wc -l <$T/sub/SST-2.tsv)" = 1822 ] && \
-        [ "$(head -1 $T/sub/SST-2.tsv)" = "$(printf 'index\tprediction')" ]
+    check "predict writes the leaderboard file with its line count" eval '[ $rc = 0 ] && [ "$(wc -l <$T/sub/SST-2.tsv)" = 1822 ] && \
+        [ "$(head -1 $T/sub/SST-2.tsv)" = "$(printf '\''index\tprediction'\'')" ]'
     run $P eval --task RTE --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt
-    check "a checkpoint of another task is refused" [ $rc = 2 ] && has $T/err "fine-tuned on SST-2, not RTE"
+    check "a checkpoint of another task is refused" eval '[ $rc = 2 ] && has $T/err "fine-tuned on SST-2, not RTE"'
     run $P train --task SST-2 --data $G --checkpoint $ck --vocab $TUPE_DATA/vocab/bert-base-uncased-vocab.txt -o $T/ft2
-    check "a vocabulary other than the model's is refused" [ $rc = 65 ] && has $T/err "vocabulary"
+    check "a vocabulary other than the model's is refused" eval '[ $rc = 65 ] && has $T/err "vocabulary"'
     # The other files of a submission, as any system would write them: every row predicted "0"
     # or the first label, then submit.
     for f in AX:1104:entailment CoLA:1063:0 MNLI-m:9796:entailment MNLI-mm:9847:entailment MRPC:1725:0 \
@@ -58,7 +58,7 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
         awk -v n=$n -v v=$v 'BEGIN { print "index\tprediction"; for (i = 0; i < n; i++) print i "\t" v }' >$T/sub/$name.tsv
     done
     run $P submit --predictions $T/sub -o $T/s.zip --wnli-majority --data $G
-    check "submit: the 11 files checked and zipped (WNLI filled with its majority class)" [ $rc = 0 ] && \
-        [ "$(head -c 2 $T/s.zip)" = PK ] && [ "$(wc -l <$T/sub/WNLI.tsv)" = 147 ]
+    check "submit: the 11 files checked and zipped (WNLI filled with its majority class)" eval '[ $rc = 0 ] && \
+        [ "$(head -c 2 $T/s.zip)" = PK ] && [ "$(wc -l <$T/sub/WNLI.tsv)" = 147 ]'
 fi
 exit $_failed

@@ -7,16 +7,16 @@ mk() { make --no-print-directory -C "$TUPE_SRC" B="$TUPE_BUILD" SANITIZE="${TUPE
 P=$T/prefix
 run mk install PREFIX=$P
 check "make install PREFIX=... succeeds" [ $rc = 0 ]
-check "library, headers, pkg-config file installed" \
-    [ -f $P/lib/libtupe.a ] && [ -f $P/include/tupe/safetensors.h ] && [ -f $P/lib/pkgconfig/tupe.pc ]
-check "man pages installed by section" [ -f $P/share/man/man7/tupe.7 ] && [ -f $P/share/man/man5/tupe-formats.5 ]
-check "completions installed" [ -f $P/share/bash-completion/completions/tupe ] && [ -f $P/share/zsh/site-functions/_tupe ]
+check "library, headers, pkg-config file installed" eval '\
+    [ -f $P/lib/libtupe.a ] && [ -f $P/include/tupe/safetensors.h ] && [ -f $P/lib/pkgconfig/tupe.pc ]'
+check "man pages installed by section" eval '[ -f $P/share/man/man7/tupe.7 ] && [ -f $P/share/man/man5/tupe-formats.5 ]'
+check "completions installed" eval '[ -f $P/share/bash-completion/completions/tupe ] && [ -f $P/share/zsh/site-functions/_tupe ]'
 run env MANPATH=$P/share/man man -w tupe-formats
-check "man finds the installed pages" [ $rc = 0 ] && has $T/out "$P/share/man/man5/tupe-formats.5"
+check "man finds the installed pages" eval '[ $rc = 0 ] && has $T/out "$P/share/man/man5/tupe-formats.5"'
 for p in "$TUPE_BIN"/tupe-*; do
     [ -e "$p" ] || continue
     n=$(basename $p)
-    check "$n installed with its completion link" [ -x $P/bin/$n ] && [ -L $P/share/bash-completion/completions/$n ]
+    check "$n installed with its completion link" eval '[ -x $P/bin/$n ] && [ -L $P/share/bash-completion/completions/$n ]'
 done
 
 cat >$T/hello.c <<'C'
@@ -33,12 +33,12 @@ int main(void)
 C
 if [ -z "${TUPE_SANITIZE:-}" ]; then
     run sh -c "cc $T/hello.c -o $T/hello \$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs tupe) && $T/hello"
-    check "a C program links against libtupe via pkg-config" [ $rc = 0 ] && has $T/out "x.txt:3: bad 2d06800538d394c2"
+    check "a C program links against libtupe via pkg-config" eval '[ $rc = 0 ] && has $T/out "x.txt:3: bad 2d06800538d394c2"'
 fi
 run mk uninstall PREFIX=$P
-check "make uninstall removes everything it installed" [ $rc = 0 ] && [ -z "$(find $P -type f -o -type l)" ]
+check "make uninstall removes everything it installed" eval '[ $rc = 0 ] && [ -z "$(find $P -type f -o -type l)" ]'
 
 run mk install PREFIX=/usr/local DESTDIR=$T/stage
-check "DESTDIR stages under the prefix" [ $rc = 0 ] && [ -f $T/stage/usr/local/lib/libtupe.a ] && \
-    grep -q '^prefix=/usr/local$' $T/stage/usr/local/lib/pkgconfig/tupe.pc
+check "DESTDIR stages under the prefix" eval '[ $rc = 0 ] && [ -f $T/stage/usr/local/lib/libtupe.a ] && \
+    grep -q '\''^prefix=/usr/local$'\'' $T/stage/usr/local/lib/pkgconfig/tupe.pc'
 exit $_failed

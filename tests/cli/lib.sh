@@ -22,6 +22,8 @@ not_ok() { echo "not ok - cli/$SUITE: $1"; shift; for l in "$@"; do printf '#   
 run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 
 # check NAME CONDITION-COMMAND...: ok if the command succeeds; otherwise prints the captures.
+# The condition is one command: for several, check NAME eval '[ $rc = 0 ] && has $T/out x'
+# (in `check NAME [ A ] && B` the shell runs B after check, unchecked; checklint.sh finds it).
 check() {
     local name=$1; shift
     if "$@"; then ok "$name"; else

@@ -5,7 +5,7 @@
 for m in "$TUPE_SRC"/man/*.[157]; do
     name=$(basename "$m")
     MANWIDTH=80 man --warnings -l "$m" >"$T/out" 2>"$T/err"; rc=$?
-    check "man $name renders without warnings" [ $rc = 0 ] && is_empty "$T/err" && [ -s "$T/out" ]
+    check "man $name renders without warnings" eval '[ $rc = 0 ] && is_empty "$T/err" && [ -s "$T/out" ]'
     check "man $name has NAME and SEE ALSO" grep -q '^\.SH SEE ALSO' "$m"
 done
 for src in "$TUPE_SRC"/cmd/tupe-*.c; do
@@ -17,6 +17,6 @@ for src in "$TUPE_SRC"/cmd/tupe-*.c; do
     check "$p is completed by completions/tupe.bash and _tupe" \
         bash -c "grep -q -- '$p' $TUPE_SRC/completions/tupe.bash && grep -q -- '$p' $TUPE_SRC/completions/_tupe"
     run "$TUPE_BIN/$p" --help
-    check "$p --help works and points to its manual" [ $rc = 0 ] && has "$T/out" "man $p"
+    check "$p --help works and points to its manual" eval '[ $rc = 0 ] && has "$T/out" "man $p"'
 done
 exit $_failed

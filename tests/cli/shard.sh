@@ -18,29 +18,29 @@ grep -v '^$' $T/docs.txt >$T/docs.nonempty
 undocs() { awk '{ for (i = 2; i <= NF; i++) { if ($i == 102) { print line; line = "" } else line = line (line == "" ? "" : " ") $i } }' "$@"; }
 
 run $S --help
-check "--help lists the commands" [ $rc = 0 ] && has $T/out "write" && has $T/out "verify" && has $T/out "man tupe-shard"
+check "--help lists the commands" eval '[ $rc = 0 ] && has $T/out "write" && has $T/out "verify" && has $T/out "man tupe-shard"'
 run $S $T/in.tok
-check "no -o: usage error" [ $rc = 2 ] && has $T/err "missing -o DIR"
+check "no -o: usage error" eval '[ $rc = 2 ] && has $T/err "missing -o DIR"'
 run $S -o $T/x --seq-len 1 $T/in.tok
-check "bad --seq-len: usage error" [ $rc = 2 ] && has $T/err "--seq-len: expected an integer from 2"
+check "bad --seq-len: usage error" eval '[ $rc = 2 ] && has $T/err "--seq-len: expected an integer from 2"'
 run $S -o $T/x $T/in.tok
-check "no special ids in the stream: exit 65, names the option" [ $rc = 65 ] && has $T/err "has no pad id; give one with --pad" && [ ! -e $T/x ]
+check "no special ids in the stream: exit 65, names the option" eval '[ $rc = 65 ] && has $T/err "has no pad id; give one with --pad" && [ ! -e $T/x ]'
 run $S -o $T/x $SP $T/missing.tok
-check "missing input: exit 66" [ $rc = 66 ] && has $T/err "$T/missing.tok: No such file or directory"
+check "missing input: exit 66" eval '[ $rc = 66 ] && has $T/err "$T/missing.tok: No such file or directory"'
 head -c 300 $T/in.tok >$T/cut.tok
 run $S -o $T/x $SP $T/cut.tok
-check "truncated input: exit 65 with the byte offset" [ $rc = 65 ] && has $T/err "$T/cut.tok: byte " && [ ! -e $T/x ]
+check "truncated input: exit 65 with the byte offset" eval '[ $rc = 65 ] && has $T/err "$T/cut.tok: byte " && [ ! -e $T/x ]'
 run $S -o $T/x $SP --export megatron --no-compress $T/in.tok
 check "options that do not apply to an export are refused" [ $rc = 2 ]
 run $S -o $T/x $SP --no-compress --level 5 $T/in.tok
-check "--level with --no-compress is refused" [ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"
+check "--level with --no-compress is refused" eval '[ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"'
 run $S -o $T/x $SP --temp-dir $T/nowhere $T/in.tok
-check "an unusable --temp-dir is named before any work" [ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"
+check "an unusable --temp-dir is named before any work" eval '[ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"'
 
 # ---- packing ------------------------------------------------------------------------------
 for brk in full doc; do
     run $S -q -o $T/p-$brk $SP --seq-len 48 --break $brk --no-shuffle --frame-size 4K $T/in.tok
-    check "[$brk] write" [ $rc = 0 ] && [ -s $T/p-$brk/manifest.json ] && is_empty $T/err
+    check "[$brk] write" eval '[ $rc = 0 ] && [ -s $T/p-$brk/manifest.json ] && is_empty $T/err'
     $S cat --format text $T/p-$brk >$T/p-$brk.txt
     undocs $T/p-$brk.txt >$T/p-$brk.docs
     check "[$brk] every id comes back in order" cmp -s $T/p-$brk.docs $T/docs.nonempty
@@ -67,17 +67,17 @@ check "another seed gives another order" bash -c "! cmp -s <($S cat --format tex
 run $S -q -o $T/v $SP --seq-len 48 --valid-fraction 0.2 --shards 3 --no-shuffle $T/in.tok
 $S cat --format text $T/v | undocs | sort >$T/v.train
 $S cat --format text --split valid $T/v | undocs | sort >$T/v.valid
-check "validation and training share no document" [ -s $T/v.valid ] && [ -z "$(comm -12 $T/v.train $T/v.valid)" ]
+check "validation and training share no document" eval '[ -s $T/v.valid ] && [ -z "$(comm -12 $T/v.train $T/v.valid)" ]'
 check "together they hold every document" bash -c "cmp -s <(sort $T/v.train $T/v.valid) <(sort $T/docs.nonempty)"
 run $S -q -o $T/vn $SP --seq-len 48 --valid-sequences 25 $T/in.tok
 run $S info $T/vn
-check "--valid-sequences holds out at least that many sequences" \
-    [ $rc = 0 ] && [ "$(awk '/^valid:/ { print $2 }' $T/out)" -ge 25 ]
+check "--valid-sequences holds out at least that many sequences" eval '\
+    [ $rc = 0 ] && [ "$(awk '\''/^valid:/ { print $2 }'\'' $T/out)" -ge 25 ]'
 
 # ---- info --------------------------------------------------------------------------------
 run $S info $T/v
-check "info: counts, tokens, padding, compression ratio" [ $rc = 0 ] && has $T/out "train:" && \
-    has $T/out "in 3 files" && has $T/out "padding" && has $T/out "compression ratio" && has $T/out "cls 101, sep 102"
+check "info: counts, tokens, padding, compression ratio" eval '[ $rc = 0 ] && has $T/out "train:" && \
+    has $T/out "in 3 files" && has $T/out "padding" && has $T/out "compression ratio" && has $T/out "cls 101, sep 102"'
 
 # ---- ranks -------------------------------------------------------------------------------
 $S cat --format text --epoch 1 $T/s1 >$T/e1.txt
@@ -88,21 +88,21 @@ check "each epoch has its own order" bash -c "! cmp -s <($S cat --format text --
 
 # ---- corruption and truncation --------------------------------------------------------------
 run $S verify $T/s1
-check "verify: OK on a sound directory" [ $rc = 0 ] && has $T/out "OK (16 files"
+check "verify: OK on a sound directory" eval '[ $rc = 0 ] && has $T/out "OK (16 files"'
 cp -r $T/s1 $T/bad
 f=$T/bad/train-00003.shard
 printf '\x5a' | dd of=$f bs=1 seek=4150 conv=notrunc status=none
 run $S verify $T/bad
-check "verify: a flipped byte in a frame, named by file and frame" \
-    [ $rc = 65 ] && has $T/err "tupe-shard: $f: byte 4096: frame 0: checksum mismatch (shard corrupt)"
+check "verify: a flipped byte in a frame, named by file and frame" eval '\
+    [ $rc = 65 ] && has $T/err "tupe-shard: $f: byte 4096: frame 0: checksum mismatch (shard corrupt)"'
 run $S cat $T/bad
-check "cat refuses the corrupt frame too" [ $rc = 65 ] && has $T/err "frame 0: checksum mismatch"
+check "cat refuses the corrupt frame too" eval '[ $rc = 65 ] && has $T/err "frame 0: checksum mismatch"'
 cp $T/s1/train-00003.shard $f
 truncate -s -7 $T/bad/train-00011.shard
 run $S verify $T/bad
-check "verify: a truncated shard" [ $rc = 65 ] && has $T/err "train-00011.shard: truncated"
+check "verify: a truncated shard" eval '[ $rc = 65 ] && has $T/err "train-00011.shard: truncated"'
 run $S cat --format text $T/bad
-check "readers refuse the truncated shard" [ $rc = 65 ] && has $T/err "truncated"
+check "readers refuse the truncated shard" eval '[ $rc = 65 ] && has $T/err "truncated"'
 
 # ---- killed runs: nothing that looks complete -------------------------------------------------
 # killed CMD...: run CMD in a child shell, so that the "Killed" notice lands in $T/err.
@@ -111,53 +111,53 @@ mkdir -p $T/tmp
 for point in shard.frame:3 shard.close:2 shard.manifest dirtx.commit; do
     rm -rf $T/k
     killed env TUPE_FAULT=$point TMPDIR=$T/tmp $S -q -o $T/k $SP --seq-len 48 --frame-size 4K $T/in.tok
-    check "killed at $point: no output directory" [ $rc = 137 ] && [ ! -e $T/k ] && [ -z "$(ls -A $T/tmp)" ]
+    check "killed at $point: no output directory" eval '[ $rc = 137 ] && [ ! -e $T/k ] && [ -z "$(ls -A $T/tmp)" ]'
 done
 cp -r $T/s1 $T/k
 for point in shard.frame:5 dirtx.commit; do
     killed env TUPE_FAULT=$point $S -q -o $T/k $SP --seq-len 48 --frame-size 4K --seed 9 $T/in.tok
-    check "killed at $point while replacing: the old directory is intact" \
-        [ $rc = 137 ] && diff -r $T/s1 $T/k >/dev/null
+    check "killed at $point while replacing: the old directory is intact" eval '\
+        [ $rc = 137 ] && diff -r $T/s1 $T/k >/dev/null'
 done
 killed env TUPE_FAULT=out.flush:2 $S -q -o $T/km $SP --seq-len 48 --export megatron $T/in.tok
-check "killed export: no output directory" [ $rc = 137 ] && [ ! -e $T/km ]
+check "killed export: no output directory" eval '[ $rc = 137 ] && [ ! -e $T/km ]'
 for d in $T/.k.tmp.*; do
     run $S info "$d"
-    check "a left-over temporary directory is not a shard directory" [ $rc = 66 ] || has $T/err "not a shard directory"
+    check "a left-over temporary directory is not a shard directory" eval '[ $rc = 66 ] || has $T/err "not a shard directory"'
     break
 done
 run $S -q -o $T/k $SP --seq-len 48 --frame-size 4K $T/in.tok
-check "a later run replaces the old directory" [ $rc = 0 ] && $S verify -q $T/k
+check "a later run replaces the old directory" eval '[ $rc = 0 ] && $S verify -q $T/k'
 
 # ---- vocabulary text ------------------------------------------------------------------------
 awk 'BEGIN { for (i = 0; i < 30522; i++) print "w" i }' >$T/vocab.txt
 run $S cat --format text --vocab $T/vocab.txt $T/p-full
-check "a vocabulary that does not match is refused" [ $rc = 65 ] && has $T/err "is not the one the shards were made with"
+check "a vocabulary that does not match is refused" eval '[ $rc = 65 ] && has $T/err "is not the one the shards were made with"'
 h=$(sed -n 's/.*(30522 tokens, xxh3:\([0-9a-f]*\)) is not.*/\1/p' $T/err)
 $TESTTOOL tok-write --vocab-hash $h -o $T/inv.tok $T/docs.txt
 $S -q -o $T/pv $SP --seq-len 48 --no-shuffle $T/inv.tok
 run $S cat --format text --vocab $T/vocab.txt $T/pv
-check "--vocab prints tokens" [ $rc = 0 ] && [ "$(head -1 $T/out | cut -d' ' -f1-2)" = "w101 w$(head -1 $T/docs.nonempty | cut -d' ' -f1)" ]
+check "--vocab prints tokens" eval '[ $rc = 0 ] && [ "$(head -1 $T/out | cut -d'\'' '\'' -f1-2)" = "w101 w$(head -1 $T/docs.nonempty | cut -d'\'' '\'' -f1)" ]'
 
 # ---- Megatron export ----------------------------------------------------------------------
 $TESTTOOL tok-write -o $T/small.tok $FIX/small-docs.txt
 run $S -q -o $T/m $SP --seq-len 32 --shards 2 --valid-fraction 0.2 --export megatron $T/small.tok
-check "export: one .bin/.idx pair per shard" [ $rc = 0 ] && [ -s $T/m/train-00000.idx ] && [ -s $T/m/train-00001.bin ] && [ -s $T/m/valid-00000.idx ]
+check "export: one .bin/.idx pair per shard" eval '[ $rc = 0 ] && [ -s $T/m/train-00000.idx ] && [ -s $T/m/train-00001.bin ] && [ -s $T/m/valid-00000.idx ]'
 for f in train-00000 train-00001 valid-00000; do
     check "export $f is byte-identical to the committed fixture" cmp -s $T/m/$f.bin $FIX/megatron/$f.bin
     check "export $f.idx is byte-identical to the committed fixture" cmp -s $T/m/$f.idx $FIX/megatron/$f.idx
 done
 run $S cat --format text $T/m
-check "export read back by tupe-shard equals the independent reader's tokens" \
-    [ $rc = 0 ] && cmp -s $T/out $FIX/megatron-train.txt
+check "export read back by tupe-shard equals the independent reader's tokens" eval '\
+    [ $rc = 0 ] && cmp -s $T/out $FIX/megatron-train.txt'
 run $S cat --format text --split valid $T/m
-check "validation export too" [ $rc = 0 ] && cmp -s $T/out $FIX/megatron-valid.txt
+check "validation export too" eval '[ $rc = 0 ] && cmp -s $T/out $FIX/megatron-valid.txt'
 $S -q -o $T/mn $SP --seq-len 32 --shards 2 --valid-fraction 0.2 $T/small.tok
 check "export holds the native shards' sequences without padding" \
     bash -c "cmp -s <($S cat --format text $T/mn) $FIX/megatron-train.txt"
 run $S verify $T/m
-check "verify an export" [ $rc = 0 ] && has $T/out "OK (3 files"
+check "verify an export" eval '[ $rc = 0 ] && has $T/out "OK (3 files"'
 printf '\x01' | dd of=$T/m/train-00001.bin bs=1 seek=3 conv=notrunc status=none
 run $S verify $T/m
-check "verify: a changed byte in an export" [ $rc = 65 ] && has $T/err "train-00001.bin/.idx: checksum mismatch"
+check "verify: a changed byte in an export" eval '[ $rc = 65 ] && has $T/err "train-00001.bin/.idx: checksum mismatch"'
 exit $_failed

@@ -69,8 +69,8 @@ check "train: runs" [ $rc = 0 ]
 common=$(sort "$T/ours.vocab" | comm -12 - <(sort "$F/hf-train.vocab") | wc -l)
 total=$(wc -l <"$F/hf-train.vocab")
 echo "# train: $common of $total tokens in common with Hugging Face WordPieceTrainer"
-check "train: same size and special tokens as WordPieceTrainer" \
-    [ "$(wc -l <"$T/ours.vocab")" = "$total" ] && [ "$(head -5 "$T/ours.vocab")" = "$(head -5 "$F/hf-train.vocab")" ]
+check "train: same size and special tokens as WordPieceTrainer" eval '\
+    [ "$(wc -l <"$T/ours.vocab")" = "$total" ] && [ "$(head -5 "$T/ours.vocab")" = "$(head -5 "$F/hf-train.vocab")" ]'
 check "train: at least 95% of tokens in common with WordPieceTrainer ($common/$total)" \
     [ $((common * 100)) -ge $((total * 95)) ]
 tupe-tokenize encode -q --vocab "$T/ours.vocab" "$T/train.txt" -o "$T/train.tok"
@@ -94,7 +94,7 @@ check "bpe: pieces equal fastBPE applybpe ($(wc -l <"$T/bpe.want") lines)" cmp -
 sed -n 1p "$F/bpe.slice" >"$T/bpe-train.slice"
 slice_lines "$T/bpe-train.slice" | lower >"$T/bpe-train.txt"
 run tupe-tokenize train -q --model bpe --merges 2000 --cased -o "$T/bpe" "$T/bpe-train.txt"
-check "train --model bpe: writes codes and dict.txt" [ $rc = 0 ] && [ -s "$T/bpe/codes" ] && [ -s "$T/bpe/dict.txt" ]
+check "train --model bpe: writes codes and dict.txt" eval '[ $rc = 0 ] && [ -s "$T/bpe/codes" ] && [ -s "$T/bpe/dict.txt" ]'
 pairs() { cut -d' ' -f1,2 "$1" | sort; }
 same=$(comm -12 <(pairs "$T/bpe/codes") <(pairs "$F/bpe/codes") | wc -l)
 echo "# train --model bpe: $same of 2000 merges in common with fastBPE learnbpe"
