@@ -5,7 +5,7 @@
 P=$TUPE_BUILD/tests/tupe-commtest
 run $P
 check "a process without a launcher is a world of one" eval '[ $rc = 0 ] && has $T/out "rank 0 of 1 (single, none): ok"'
-run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" WORLD_SIZE=2 RANK=0 $P
+run env ASAN_OPTIONS="$MPI_ASAN_OPTIONS" WORLD_SIZE=2 RANK=0 $P
 check "WORLD_SIZE without a launcher: a clear usage error" eval '[ $rc = 2 ] && has $T/err "start CPU ranks with mpirun or srun"'
 run env WORLD_SIZE=2 RANK=5 $P
 check "a rank outside the world is refused" eval '[ $rc = 2 ] && has $T/err "inconsistent rank environment"'
@@ -13,10 +13,10 @@ if command -v mpirun >/dev/null; then
     if grep -q mpi <<<"$(basename "$TUPE_BUILD")"; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
         # MPI's own allocations are not ours to chase under LeakSanitizer.
-        run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun -np 2 $P
+        run env ASAN_OPTIONS="$MPI_ASAN_OPTIONS" mpirun -np 2 $P
         check "mpirun -np 2: allreduce, reduce-scatter, allgather, bcast, max" eval '\
             [ $rc = 0 ] && has $T/out "rank 0 of 2 (mpi, mpirun): ok" && has $T/out "rank 1 of 2 (mpi, mpirun): ok"'
-        run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun -np 3 $P
+        run env ASAN_OPTIONS="$MPI_ASAN_OPTIONS" mpirun -np 3 $P
         check "mpirun -np 3 (more ranks than cores)" eval '[ $rc = 0 ] && [ "$(grep -c '\'': ok'\'' $T/out)" = 3 ]'
     fi
 fi
