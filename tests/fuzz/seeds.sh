@@ -108,6 +108,7 @@ printf '{"model_type": "tupe", "hidden_act": "gelu", "position": "tupe-a", "unti
 
 # ---- checkpoints -------------------------------------------------------------------------------
 # byte 0: flags (1 heads optional, 2 load the optimizer); bytes 1-4: the model file's length.
+# (The training state records the time a run took: these seeds differ from run to run.)
 fresh checkpoint
 awk 'BEGIN { srand(5); for (d = 0; d < 40; d++) { l = ""; for (i = 0; i < 6; i++) l = l (i ? " " : "") 5 + int(rand() * 15); print l } }' >$T/ck.txt
 $TT tok-write --vocab-size 20 -o $T/ck.tok $T/ck.txt
@@ -139,6 +140,7 @@ gzip -n -c $T/wiki.txt >$C/input/wiki.gz
 xz -c $T/crlf.txt >$C/input/crlf.xz
 bzip2 -c $T/plain.txt >$C/input/plain.bz2
 (cd $T && tar --format=ustar --mtime=@0 --owner=0 --group=0 -cf - plain.txt wiki.txt) >$C/input/two.tar
+touch -d @0 $T/plain.txt $T/bad.txt
 (cd $T && rm -f two.zip && TZ=UTC zip -q -X two.zip plain.txt bad.txt && cp two.zip "$OLDPWD/$C/input/two.zip")
 # corpus: byte 0 = framing (0 blank, 1 line, 2 wiki) | invalid << 2 | keep title << 4 | chunk << 5
 frame() { printf "\\$(printf %o $1)"; cat "$2"; }
@@ -149,3 +151,10 @@ frame $((0 | 1 << 2)) $T/bad.txt >$C/corpus/bad-replace.txt
 frame 0 $T/bad.txt >$C/corpus/bad-error.txt
 frame $((0 | 3 << 5)) $C/input/plain.zst >$C/corpus/blank.zst
 frame 2 $C/input/two.tar >$C/corpus/wiki.tar
+
+# ---- Megatron exports: bytes 0-3 the .idx length, the .idx, the .bin ------------------------------
+fresh megatron
+for f in train-00000 valid-00000; do
+    n=$(stat -c %s $F/shard/megatron/$f.idx)
+    { printf "\\$(printf %o $((n & 255)))\\$(printf %o $((n >> 8 & 255)))\\0\\0"; cat $F/shard/megatron/$f.idx $F/shard/megatron/$f.bin; } >$C/megatron/$f
+done
