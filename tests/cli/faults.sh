@@ -76,6 +76,14 @@ for point in ckpt.model:2 ckpt.optimizer:2 dirtx.commit:2 out.commit:4 out.flush
         <(data_bytes $(ck $d 6)/optimizer.safetensors)'
 done
 
+# The training state is metadata, outside the tensor checks: an edited one is refused.
+cp -r $T/ref $T/tamper
+rm -rf $(ck $T/tamper 4) $(ck $T/tamper 6)
+sed -i 's/\\"step\\":2,/\\"step\\":3,/' $(ck $T/tamper 2)/model.safetensors
+run $P "${tr[@]}" -o $T/tamper --resume
+check "a checkpoint whose training state disagrees with its step is refused" eval '\
+    [ $rc = 65 ] && has $T/err "training state is at step 3"'
+
 # ---- vocabularies: kill -9 while writing vocab.txt, codes and dict.txt -------------------------
 awk 'BEGIN { srand(2); for (d = 0; d < 400; d++) { l = ""; for (i = 0; i < 12; i++) {
      w = ""; n = 1 + int(rand() * 6); for (k = 0; k < n; k++) w = w sprintf("%c", 97 + int(26 * rand() ^ 2));
