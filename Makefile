@@ -130,7 +130,7 @@ LIBTUPE   := $(B)/libtupe.a
 MANPAGES  := $(sort $(wildcard $(TOP)/man/*.[157]))
 PROGNAMES := $(notdir $(PROGS))
 
-.PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz
+.PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz fuzz-build
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -205,7 +205,45 @@ $(B)/bench/%: $(OBJ)/bench/%.o $(LIBTUPE)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) $< $(LIBTUPE) $(LDLIBS) -o $@
 
-tests: all $(UNITS) $(TOOLS)
+# ---- fuzzing --------------------------------------------------------------------------------------
+# tests/fuzz/fuzz_T.c is target T. `make check` builds each with the replay driver (gcc, no
+# libFuzzer) as $(B)/tests/fuzz-T and replays the committed corpora (tests/cli/fuzz.sh);
+# `make fuzz FUZZ_SECONDS=N` builds them with clang and libFuzzer in build/fuzz and runs each
+# for N seconds (tests/fuzz/run).
+FUZZ_SRC     := $(sort $(wildcard $(TOP)/tests/fuzz/fuzz_*.c))
+FUZZ_NAMES   := $(patsubst $(TOP)/tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+FUZZ_REPLAYS := $(patsubst %,$(B)/tests/fuzz-%,$(FUZZ_NAMES))
+FUZZ_SECONDS ?= 60
+FUZZ_B       := $(TOP)/build/fuzz
+
+$(OBJ)/fuzz/%.o: $(TOP)/tests/fuzz/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -I$(TOP)/tests/fuzz $(CFLAGS) -c $< -o $@
+
+$(B)/tests/fuzz-%: $(OBJ)/fuzz/fuzz_%.o $(OBJ)/fuzz/fuzz.o $(OBJ)/fuzz/replay.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# In the clang build (FUZZ_BUILD=1) the library is instrumented for libFuzzer and each target
+# links its engine instead of the replay driver.
+ifeq ($(FUZZ_BUILD),1)
+  CFLAGS += -fsanitize=fuzzer-no-link -Wno-pass-failed
+endif
+$(B)/fuzz/%: $(OBJ)/fuzz/fuzz_%.o $(OBJ)/fuzz/fuzz.o $(LIBTUPE)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+
+fuzz-build: $(patsubst %,$(B)/fuzz/%,$(FUZZ_NAMES))
+
+fuzz: deps-check
+	@$(MAKE) --no-print-directory CC=clang CUDA=0 MPI=0 MARCH= SANITIZE=address,undefined \
+	  FUZZ_BUILD=1 B=$(FUZZ_B) fuzz-build
+	@TUPE_SRC=$(TOP) $(TOP)/tests/fuzz/run $(FUZZ_B)/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+tests: all $(UNITS) $(TOOLS) $(FUZZ_REPLAYS)
 
 # The runner prints one line per test and exactly one summary line "N passed, N failed" last.
 check: deps-check tests
@@ -221,10 +259,11 @@ demo: deps all
 # ---- Debian dependencies ------------------------------------------------------------------------
 # Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion,
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
-# bench: time and bc (tests/bench/shard.sh).
+# bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
+# runtimes and its OpenMP (make fuzz).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
-            groff-base bash-completion xz-utils bzip2 zip time bc
+            groff-base bash-completion xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:

@@ -152,21 +152,18 @@ int tupe_bpe_bind(tupe_bpe *b, const tupe_vocab *v)
     return 0;
 }
 
-int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_err *e)
+int tupe_bpe_parse(tupe_bpe **out, const char *buf, size_t len, const char *path,
+                   const tupe_vocab *v, tupe_err *e)
 {
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e);
-    if (rc)
-        return rc;
+    if (!path)
+        path = "(buffer)";
     tupe_bpe *b = tupe_bpe_new();
-    if (!b) {
-        free(buf);
+    if (!b)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
+    int rc;
     uint64_t line = 0;
     for (size_t i = 0; i < len;) {
-        char *nl = memchr(buf + i, '\n', len - i);
+        const char *nl = memchr(buf + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - buf) : len;
         line++;
         /* three fields separated by spaces, as fastBPE splits them */
@@ -209,12 +206,22 @@ int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_er
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto fail;
     }
-    free(buf);
     *out = b;
     return 0;
 fail:
-    free(buf);
     tupe_bpe_free(b);
+    return rc;
+}
+
+int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_err *e)
+{
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e);
+    if (rc)
+        return rc;
+    rc = tupe_bpe_parse(out, buf, len, path, v, e);
+    free(buf);
     return rc;
 }
 
@@ -225,7 +232,7 @@ fail:
 
 typedef struct cslot {
     uint64_t hash;
-    uint32_t off; /* in arena: word bytes, then n, then n ids, then n ends (uint32 each) */
+    uint32_t off; /* in arena: word bytes, then n, the <unk> count, n ids, n ends (uint32 each) */
     uint32_t len; /* word bytes; 0 = empty slot */
 } cslot;
 
@@ -326,13 +333,15 @@ size_t tupe_bpe_encode(const tupe_bpe *b, tupe_bpe_cache *c, const uint8_t *w, s
             break;
         if (s->hash == h && s->len == len && memcmp(c->arena + s->off, w, len) == 0) {
             const uint8_t *p = c->arena + s->off + ((len + 3) & ~(size_t)3);
-            uint32_t n;
+            uint32_t n, u;
             memcpy(&n, p, 4);
-            memcpy(ids, p + 4, n * 4);
+            memcpy(&u, p + 4, 4);
+            memcpy(ids, p + 8, n * 4);
             if (ends)
-                memcpy(ends, p + 4 + n * 4, n * 4);
-            for (uint32_t i = 0; i < n; i++)
-                *unk += b->unk >= 0 && ids[i] == (uint32_t)b->unk;
+                memcpy(ends, p + 8 + n * 4, n * 4);
+            /* The count of the first segmentation: a piece that is the <unk> token itself is
+             * not unknown, and without a dictionary every piece is. */
+            *unk += u;
             return n;
         }
     }
@@ -345,7 +354,7 @@ size_t tupe_bpe_encode(const tupe_bpe *b, tupe_bpe_cache *c, const uint8_t *w, s
             return 0;
         sym = c->sym, end = c->end;
     }
-    size_t n = segment(b, sym, end, w, len);
+    size_t n = segment(b, sym, end, w, len), unk0 = *unk;
     for (size_t i = 0; i < n; i++) {
         int64_t id = sym[i] >= 0 && b->id ? b->id[sym[i]] : -1;
         if (id < 0 && b->v) {
@@ -361,7 +370,7 @@ size_t tupe_bpe_encode(const tupe_bpe *b, tupe_bpe_cache *c, const uint8_t *w, s
             ends[i] = end[i];
     }
     {
-        size_t need = ((len + 3) & ~(size_t)3) + 4 + n * 8;
+        size_t need = ((len + 3) & ~(size_t)3) + 8 + n * 8;
         if (c->alen + need > CACHE_ARENA || (c->used + 1) * 2 > CACHE_SLOTS) {
             /* full: start over (cheap, and keeps memory bounded) */
             memset(c->slot, 0, CACHE_SLOTS * sizeof *c->slot);
@@ -373,10 +382,11 @@ size_t tupe_bpe_encode(const tupe_bpe *b, tupe_bpe_cache *c, const uint8_t *w, s
             uint8_t *p = c->arena + c->alen;
             memcpy(p, w, len);
             uint8_t *q = p + ((len + 3) & ~(size_t)3);
-            uint32_t n32 = (uint32_t)n;
+            uint32_t n32 = (uint32_t)n, u32 = (uint32_t)(*unk - unk0);
             memcpy(q, &n32, 4);
-            memcpy(q + 4, ids, n * 4);
-            memcpy(q + 4 + n * 4, end, n * 4);
+            memcpy(q + 4, &u32, 4);
+            memcpy(q + 8, ids, n * 4);
+            memcpy(q + 8 + n * 4, end, n * 4);
             c->slot[si] = (cslot){h, (uint32_t)c->alen, (uint32_t)len};
             c->alen += need;
             c->used++;

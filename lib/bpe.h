@@ -27,6 +27,9 @@ typedef struct tupe_bpe_cache tupe_bpe_cache;
 /* Load merges from a codes file; pieces are mapped to ids of v (a BPE vocabulary), or all to
  * -1 when v is NULL. Errors name the line (TUPE_EDATA) or the file (TUPE_ENOINPUT). */
 int tupe_bpe_load(tupe_bpe **b, const char *codes_path, const tupe_vocab *v, tupe_err *e);
+/* The same from the bytes of a codes file in memory; `name` stands for the file in messages. */
+int tupe_bpe_parse(tupe_bpe **b, const char *buf, size_t len, const char *name,
+                   const tupe_vocab *v, tupe_err *e);
 /* An empty model; merges are then added in rank order (used by training). */
 tupe_bpe *tupe_bpe_new(void);
 /* 0; -1 if the pair is already there; -2 when out of memory. */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "checksum.h"
+#include "fault.h"
 #include "fileio.h"
 #include "safetensors.h"
 
@@ -128,9 +129,11 @@ int tupe_ckpt_save(const char *dir, tupe_model *m, tupe_adamw *opt, const char *
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, TUPE_CKPT_MODEL_FILE));
     rc = write_model(path, m, train_state, e);
+    tupe_fault_point("ckpt.model");
     if (!rc && opt) {
         snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, TUPE_CKPT_OPTIM_FILE));
         rc = write_optim(path, m, opt, e);
+        tupe_fault_point("ckpt.optimizer");
     }
     if (rc) {
         tupe_dirtx_abort(tx);

@@ -221,10 +221,14 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
     if (need_vocab && c->vocab_size <= 0)
         return tupe_fail(e, TUPE_EDATA,
                          "vocab_size is not set (presets take it from the vocabulary)");
-    /* Keep every tensor's element count within 32-bit BLAS dimensions. */
-    if ((double)c->vocab_size * c->hidden_size > (double)INT_MAX ||
-        (double)c->intermediate_size * c->hidden_size > (double)INT_MAX)
-        return tupe_fail(e, TUPE_EDATA, "model too large for 32-bit matrix dimensions");
+    /* Keep every tensor's element count within 32-bit BLAS dimensions: each table of rows of
+     * hidden_size (words, positions with TUPE's two extra, token types, classes, the fused
+     * [3 hidden, hidden] query-key-value matrix, the feed-forward layers). */
+    double rows[] = {c->vocab_size, c->intermediate_size, (double)c->max_position + 2,
+                     c->type_vocab_size, c->num_labels, 3.0 * c->hidden_size};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i] * c->hidden_size > (double)INT_MAX)
+            return tupe_fail(e, TUPE_EDATA, "model too large for 32-bit matrix dimensions");
     return 0;
 }
 

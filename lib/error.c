@@ -4,6 +4,8 @@
 #include <string.h>
 
 static int vset(tupe_err *e, int code, const char *prefix, const char *fmt, va_list ap)
+    TUPE_PRINTF(4, 0);
+static int vset(tupe_err *e, int code, const char *prefix, const char *fmt, va_list ap)
 {
     if (!e)
         return code;

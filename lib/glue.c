@@ -125,23 +125,11 @@ void tupe_glue_free(tupe_glue_data *d)
     memset(d, 0, sizeof *d);
 }
 
-int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char *data_dir,
-                   tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e)
+/* The rows of out->buf (len bytes and a NUL after them), which out owns. */
+static int parse_rows(const tupe_glue_task *t, const tupe_glue_split *s, size_t len,
+                      tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e)
 {
-    memset(out, 0, sizeof *out);
-    out->task = t;
-    out->split = s;
-    size_t plen = strlen(data_dir) + strlen(s->file) + 2;
-    out->path = malloc(plen);
-    if (!out->path)
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    snprintf(out->path, plen, "%s/%s", data_dir, s->file);
-    size_t len;
-    int rc = tupe_read_file(out->path, &out->buf, &len, (size_t)4 << 30, e);
-    if (rc) {
-        tupe_glue_free(out);
-        return rc;
-    }
+    int rc;
     char *p = out->buf, *end = out->buf + len;
     if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) /* MRPC starts with a UTF-8 BOM */
         p += 3;
@@ -230,6 +218,44 @@ int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char
         return rc;
     }
     return 0;
+}
+
+int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char *data_dir,
+                   tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e)
+{
+    memset(out, 0, sizeof *out);
+    out->task = t;
+    out->split = s;
+    size_t plen = strlen(data_dir) + strlen(s->file) + 2;
+    out->path = malloc(plen);
+    if (!out->path)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    snprintf(out->path, plen, "%s/%s", data_dir, s->file);
+    size_t len;
+    int rc = tupe_read_file(out->path, &out->buf, &len, (size_t)4 << 30, e);
+    if (rc) {
+        tupe_glue_free(out);
+        return rc;
+    }
+    return parse_rows(t, s, len, out, skip, ctx, e);
+}
+
+int tupe_glue_parse(const tupe_glue_task *t, const tupe_glue_split *s, const char *buf,
+                    size_t len, const char *name, tupe_glue_data *out, tupe_glue_skip_fn skip,
+                    void *ctx, tupe_err *e)
+{
+    memset(out, 0, sizeof *out);
+    out->task = t;
+    out->split = s;
+    out->path = strdup(name ? name : "(buffer)");
+    out->buf = malloc(len + 1);
+    if (!out->path || !out->buf) {
+        tupe_glue_free(out);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    memcpy(out->buf, buf, len);
+    out->buf[len] = 0;
+    return parse_rows(t, s, len, out, skip, ctx, e);
 }
 
 /* ---- scoring ------------------------------------------------------------------------------ */

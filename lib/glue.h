@@ -73,6 +73,11 @@ typedef void (*tupe_glue_skip_fn)(void *ctx, const char *path, uint64_t line, co
  * error (every test row needs a prediction). */
 int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char *data_dir,
                    tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e);
+/* The same from the bytes of a file in memory (copied); `name` stands for the file in
+ * messages. */
+int tupe_glue_parse(const tupe_glue_task *t, const tupe_glue_split *s, const char *buf,
+                    size_t len, const char *name, tupe_glue_data *out, tupe_glue_skip_fn skip,
+                    void *ctx, tupe_err *e);
 void tupe_glue_free(tupe_glue_data *d);
 
 /* ---- scoring ------------------------------------------------------------------------------ */

@@ -184,9 +184,11 @@ int tupe_source_next(tupe_source *s, const char **name, tupe_err *e)
                 s->done = 1;
                 return 0;
             }
-            if (r < ARCHIVE_WARN)
-                return tupe_fail(e, s->read_errno ? TUPE_EIO : TUPE_EDATA, "%s: %s",
-                                 tupe_path_name(s->path), archive_error_string(s->a));
+            if (r < ARCHIVE_WARN) {
+                tupe_fail(e, s->read_errno ? TUPE_EIO : TUPE_EDATA, "%s: %s",
+                          tupe_path_name(s->path), archive_error_string(s->a));
+                return -1;
+            }
             if (!s->started) {
                 s->a_raw = archive_format(s->a) == ARCHIVE_FORMAT_RAW;
                 s->started = 1;
@@ -204,8 +206,10 @@ int tupe_source_next(tupe_source *s, const char **name, tupe_err *e)
             break;
         }
     }
-    if (!s->name)
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (!s->name) {
+        tupe_fail(e, TUPE_EFAIL, "out of memory");
+        return -1;
+    }
     *name = s->name;
     return 1;
 }

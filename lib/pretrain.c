@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -419,10 +420,16 @@ static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *
         rc = tupe_fail(e, TUPE_EDATA, "%s: malformed training state", where);
     else {
         s->step = json_integer_value(st);
-        s->batch = (int)json_integer_value(b);
+        json_int_t batch = json_integer_value(b);
+        s->batch = batch > 0 && batch <= INT_MAX ? (int)batch : 0;
         s->tokens = json_is_integer(tk) ? json_integer_value(tk) : 0;
         s->skipped = json_is_integer(sk) ? json_integer_value(sk) : 0;
         s->elapsed = json_is_number(el) ? json_number_value(el) : 0;
+        /* The metadata carries no check of its own: refuse what no run could have written. */
+        if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
+            s->skipped > s->step || !(s->elapsed >= 0))
+            rc = tupe_fail(e, TUPE_EDATA, "%s: training state out of range (step %lld, batch "
+                           "%lld)", where, (long long)s->step, (long long)batch);
     }
     json_decref(o);
     return rc;
@@ -582,6 +589,11 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         if (saved.batch != o->batch) {
             rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
                            "(now %d) to continue the same data order", resume_from, saved.batch, o->batch);
+            goto out;
+        }
+        if (saved.step != resume_step) {
+            rc = tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
+                           "damaged?)", resume_from, (long long)saved.step);
             goto out;
         }
         if (saved.data_hash != st.data_hash) {

@@ -37,6 +37,15 @@ void tupe_shard_file_name(char *dst, size_t cap, int split, uint32_t shard, int 
 
 /* ---- header --------------------------------------------------------------------------------- */
 
+/* Each special id is -1 (none) or inside the vocabulary. */
+static int specials_ok(const int32_t *sp, uint32_t vocab_size)
+{
+    for (int i = 0; i < TUPE_SP_COUNT; i++)
+        if (sp[i] < -1 || (sp[i] >= 0 && (uint32_t)sp[i] >= vocab_size))
+            return 0;
+    return 1;
+}
+
 void tupe_shard_header_encode(const tupe_shard_header *h, unsigned char out[TUPE_SHARD_HEADER])
 {
     memset(out, 0, TUPE_SHARD_HEADER);
@@ -105,6 +114,10 @@ int tupe_shard_header_decode(tupe_shard_header *h, const unsigned char in[TUPE_S
     const char *bad = NULL;
     if (h->id_bytes != 2 && h->id_bytes != 4)
         bad = "id width is not 2 or 4";
+    else if (h->vocab_size == 0 || (h->id_bytes == 2 && h->vocab_size > 65536))
+        bad = "vocabulary size out of range for the id width";
+    else if (!specials_ok(h->special, h->vocab_size))
+        bad = "a special id is outside the vocabulary";
     else if (h->seq_len < 2 || h->seq_len > MAX_SEQ_LEN)
         bad = "sequence length out of range";
     else if (h->rec_bytes != tupe_rec_bytes(h->seq_len, h->id_bytes))
@@ -437,12 +450,29 @@ int tupe_shardf_frame(tupe_shardf *f, uint64_t i, tupe_fdec *d, const unsigned c
                                                   : "decompresses to the wrong size");
         out = d->out;
     }
+    /* Every id, padding included, goes into an embedding lookup: one outside the vocabulary
+     * must stop here, whatever the checksums say. */
+    uint32_t L = f->h.seq_len, V = f->h.vocab_size;
     for (uint32_t k = 0; k < fe->records; k++) {
-        uint32_t len = tupe_rec_length(out + (size_t)k * f->h.rec_bytes);
-        if (len == 0 || len > f->h.seq_len)
+        const unsigned char *rec = out + (size_t)k * f->h.rec_bytes, *q = rec + 4;
+        uint32_t len = tupe_rec_length(rec), at = L, id = 0;
+        if (len == 0 || len > L)
             return tupe_fail_byte(e, TUPE_EDATA, f->path, fe->offset,
                                   "frame %" PRIu64 ": record %u has length %u (seq_len %u; shard "
-                                  "corrupt)", i, k, len, f->h.seq_len);
+                                  "corrupt)", i, k, len, L);
+        if (f->h.id_bytes == 2) {
+            for (uint32_t t = 0; t < L && at == L; t++)
+                if ((id = (uint32_t)q[2 * t] | (uint32_t)q[2 * t + 1] << 8) >= V)
+                    at = t;
+        } else {
+            for (uint32_t t = 0; t < L && at == L; t++)
+                if ((id = tupe_get32le(q + 4 * (size_t)t)) >= V)
+                    at = t;
+        }
+        if (at < L)
+            return tupe_fail_byte(e, TUPE_EDATA, f->path, fe->offset,
+                                  "frame %" PRIu64 ": record %u, position %u: id %u is outside "
+                                  "the vocabulary (size %u; shard corrupt)", i, k, at, id, V);
     }
     *recs = out;
     return 0;
@@ -653,8 +683,24 @@ int tupe_manifest_read(const char *dir, tupe_shard_meta *m, tupe_err *e)
     if (stat(path, &st) != 0)
         return tupe_fail(e, TUPE_ENOINPUT, "%s: not a shard directory (no %s; an interrupted "
                          "tupe-shard leaves none)", dir, TUPE_MANIFEST);
+    char *text;
+    size_t len;
+    int rc = tupe_read_file(path, &text, &len, (size_t)1 << 30, e);
+    if (rc)
+        return rc;
+    rc = tupe_manifest_parse(text, len, path, m, e);
+    free(text);
+    return rc;
+}
+
+int tupe_manifest_parse(const char *text, size_t len, const char *path, tupe_shard_meta *m,
+                        tupe_err *e)
+{
+    memset(m, 0, sizeof *m);
+    if (!path)
+        path = "(buffer)";
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return tupe_fail_linecol(e, TUPE_EDATA, path, (uint64_t)(je.line > 0 ? je.line : 1),
                                  (uint64_t)(je.column > 0 ? je.column : 1), "%s", je.text);
@@ -675,9 +721,12 @@ int tupe_manifest_read(const char *dir, tupe_shard_meta *m, tupe_err *e)
     m->vocab_hash = get_hash(&c, root, "vocab_hash");
     json_t *sp = field(&c, root, "special", JSON_OBJECT);
     static const char *spn[TUPE_SP_COUNT] = {"pad", "unk", "cls", "sep", "mask"};
+    int special_range = 1;
     for (int i = 0; i < TUPE_SP_COUNT && sp; i++) {
         json_t *v = field(&c, sp, spn[i], JSON_INTEGER);
-        m->special[i] = v ? (int32_t)json_integer_value(v) : -1;
+        json_int_t x = v ? json_integer_value(v) : -1;
+        special_range &= x >= -1 && x <= INT32_MAX;
+        m->special[i] = special_range ? (int32_t)x : -1;
     }
     m->brk = get_choice(&c, root, "break", "full", "doc", NULL);
     json_t *sh = json_object_get(root, "shuffled");
@@ -712,6 +761,11 @@ int tupe_manifest_read(const char *dir, tupe_shard_meta *m, tupe_err *e)
         c.rc = tupe_fail(e, TUPE_EDATA, "%s: seq_len below 2", path);
     if (!c.rc && m->rec_bytes != tupe_rec_bytes(m->seq_len, m->id_bytes))
         c.rc = tupe_fail(e, TUPE_EDATA, "%s: record_bytes does not match seq_len", path);
+    if (!c.rc && (m->vocab_size == 0 || (m->id_bytes == 2 && m->vocab_size > 65536)))
+        c.rc = tupe_fail(e, TUPE_EDATA, "%s: vocab_size %u is out of range for %u-byte ids", path,
+                         m->vocab_size, m->id_bytes);
+    if (!c.rc && (!special_range || !specials_ok(m->special, m->vocab_size)))
+        c.rc = tupe_fail(e, TUPE_EDATA, "%s: a special id is outside the vocabulary", path);
     if (c.rc)
         tupe_shard_meta_free(m);
     return c.rc;
@@ -737,6 +791,8 @@ int tupe_shard_header_matches(const tupe_shard_header *h, const tupe_shard_meta 
         what = "its sequence length or id width differs from the manifest";
     else if (h->vocab_size != m->vocab_size || h->vocab_hash != m->vocab_hash)
         what = "its vocabulary differs from the manifest";
+    else if (memcmp(h->special, m->special, sizeof h->special) != 0)
+        what = "its special ids differ from the manifest";
     else if (h->split != (uint32_t)split || h->shard != shard ||
              h->shards != m->split[split].nfiles)
         what = "its split or shard number differs from the manifest";

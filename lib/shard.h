@@ -149,6 +149,9 @@ typedef struct tupe_shard_meta {
 int tupe_manifest_write(const char *path, const tupe_shard_meta *m, tupe_err *e);
 /* DIR/manifest.json; a directory without one is not a (complete) shard directory. */
 int tupe_manifest_read(const char *dir, tupe_shard_meta *m, tupe_err *e);
+/* The same from the text of a manifest in memory; `name` stands for the file in messages. */
+int tupe_manifest_parse(const char *text, size_t len, const char *name, tupe_shard_meta *m,
+                        tupe_err *e);
 void tupe_shard_meta_free(tupe_shard_meta *m);
 /* Check a shard file's header against the manifest it is listed in. */
 int tupe_shard_header_matches(const tupe_shard_header *h, const tupe_shard_meta *m, int split,

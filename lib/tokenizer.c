@@ -460,7 +460,8 @@ static int enc_consume(void *arg, tupe_job *job, tupe_err *e)
     if (pc->has_lead) {
         if (TUPE_RESERVE(run->open.v, run->open.cap, run->open.n + pc->lead.n))
             return tupe_fail(e, TUPE_EFAIL, "out of memory");
-        memcpy(run->open.v + run->open.n, pc->lead.v, pc->lead.n * sizeof *pc->lead.v);
+        if (pc->lead.n) /* an empty piece may have no buffer */
+            memcpy(run->open.v + run->open.n, pc->lead.v, pc->lead.n * sizeof *pc->lead.v);
         run->open.n += pc->lead.n;
         run->open_text += pc->lead_text;
         if (pc->lead_closes) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checksum.h"
+#include "fault.h"
 #include "fileio.h"
 #include "grow.h"
 #include "unicode.h"
@@ -129,23 +130,19 @@ static int check_utf8(const char *path, const char *buf, size_t start, size_t n,
 typedef int (*line_fn)(tupe_vocab *v, const char *s, size_t n, const char *path, uint64_t line,
                        tupe_err *e);
 
-static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, const char *what,
-                      tupe_err *e)
+static int parse_lines(tupe_vocab **out, int kind, const char *buf, size_t len, const char *path,
+                       line_fn fn, const char *what, tupe_err *e)
 {
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, MAX_VOCAB_FILE, e);
-    if (rc)
-        return rc;
+    if (!path)
+        path = "(buffer)";
     tupe_vocab *v = tupe_vocab_new(kind);
-    if (!v) {
-        free(buf);
+    if (!v)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
+    int rc;
     uint32_t first = v->tok.n;
     uint64_t line = 0;
     for (size_t i = 0; i < len;) {
-        char *nl = memchr(buf + i, '\n', len - i);
+        const char *nl = memchr(buf + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - buf) : len, n = end - i;
         line++;
         /* Hugging Face trims trailing whitespace (and so the CR of CRLF files) */
@@ -161,13 +158,27 @@ static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, 
     }
     if ((rc = tupe_vocab_finish(v, e)))
         goto fail;
-    v->path = strdup(path);
-    free(buf);
+    if (!(v->path = strdup(path))) {
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+        goto fail;
+    }
     *out = v;
     return 0;
 fail:
-    free(buf);
     tupe_vocab_free(v);
+    return rc;
+}
+
+static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, const char *what,
+                      tupe_err *e)
+{
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, MAX_VOCAB_FILE, e);
+    if (rc)
+        return rc;
+    rc = parse_lines(out, kind, buf, len, path, fn, what, e);
+    free(buf);
     return rc;
 }
 
@@ -222,6 +233,15 @@ int tupe_vocab_load_dict(tupe_vocab **out, const char *path, tupe_err *e)
     return load_lines(out, TUPE_VOCAB_BPE, path, dict_line, "symbols (empty dictionary)", e);
 }
 
+int tupe_vocab_parse(tupe_vocab **v, int kind, const char *buf, size_t len, const char *name,
+                     tupe_err *e)
+{
+    if (kind == TUPE_VOCAB_BPE)
+        return parse_lines(v, kind, buf, len, name, dict_line, "symbols (empty dictionary)", e);
+    return parse_lines(v, TUPE_VOCAB_WORDPIECE, buf, len, name, wordpiece_line,
+                       "tokens (empty vocabulary)", e);
+}
+
 int tupe_vocab_load(tupe_vocab **v, const char *path, tupe_err *e)
 {
     struct stat st;
@@ -253,6 +273,8 @@ int tupe_vocab_save(const tupe_vocab *v, const char *path, tupe_err *e)
             rc = tupe_out_printf(o, e, " %llu", (unsigned long long)v->count[id]);
         if (!rc)
             rc = tupe_out_write(o, "\n", 1, e);
+        if (id == first + (last - first) / 2)
+            tupe_fault_point("vocab.save");
     }
     if (rc) {
         tupe_out_abort(o);

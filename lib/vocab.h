@@ -40,6 +40,10 @@ int tupe_vocab_load(tupe_vocab **v, const char *path, tupe_err *e);
 int tupe_vocab_load_wordpiece(tupe_vocab **v, const char *path, tupe_err *e);
 /* A fairseq dict.txt; the BPE vocabulary it implies (specials added as described above). */
 int tupe_vocab_load_dict(tupe_vocab **v, const char *path, tupe_err *e);
+/* The same from bytes in memory: a vocab.txt (TUPE_VOCAB_WORDPIECE) or a dict.txt
+ * (TUPE_VOCAB_BPE); `name` stands for the file in messages. */
+int tupe_vocab_parse(tupe_vocab **v, int kind, const char *buf, size_t len, const char *name,
+                     tupe_err *e);
 
 /* Building one: new, add tokens (a BPE vocabulary starts with its four head specials),
  * finish (finds the specials, appends <mask> to BPE, computes the hash). */

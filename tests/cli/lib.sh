@@ -10,6 +10,9 @@ set -u
 : "${TUPE_DATA:=$TUPE_SRC/../shared/data}"
 TESTTOOL=$TUPE_BUILD/tests/tupe-testtool
 export PATH="$TUPE_BIN:$PATH"
+# For processes that start MPI: full stack unwinding, so that the suppressions of Open MPI's
+# own leaks (tests/lsan.supp, in LSAN_OPTIONS from tests/run) can tell them from ours.
+MPI_ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 SUITE=$(basename "$0" .sh)
 T=$(mktemp -d "${TMPDIR:-/tmp}/tupe-cli-$SUITE.XXXXXX")
 trap 'rm -rf "$T"' EXIT

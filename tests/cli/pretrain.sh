@@ -59,7 +59,7 @@ awk '{ exit !($2 < 1e-5) }' $T/out
 verdict "4 micro-batches of 2 give the weights of one batch of 8 ($(cat $T/out))"
 if grep -q mpi <<<"$(basename "$TUPE_BUILD")" && command -v mpirun >/dev/null; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun -np 2 $P train "${common[@]}" "${nod[@]}" --threads 1 -o $T/e --steps 6
+    run env ASAN_OPTIONS="$MPI_ASAN_OPTIONS" mpirun -np 2 $P train "${common[@]}" "${nod[@]}" --threads 1 -o $T/e --steps 6
     [ $rc = 0 ] && [ -d $T/e/checkpoints/step-00000006 ]
     verdict "mpirun -np 2 trains (rank 0 writes the run)"
     run $TESTTOOL st-diff $T/c/checkpoints/step-00000006/model.safetensors $T/e/checkpoints/step-00000006/model.safetensors
