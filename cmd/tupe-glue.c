@@ -16,7 +16,7 @@
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
     O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
-    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE
+    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION
 };
 
 #define TASK_LIST "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI AX"
@@ -60,7 +60,8 @@ static const tupe_opt submit_opts[] = {
     {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
     {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
     {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}, \
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"}
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"}, \
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"}
 
 static const tupe_opt train_opts[] = {
     FT_COMMON,
@@ -81,7 +82,8 @@ static const tupe_opt eval_opts[] = {
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
     {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt predict_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (AX: with an MNLI checkpoint)", TASK_LIST},
@@ -90,7 +92,8 @@ static const tupe_opt predict_opts[] = {
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "dir"},
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
 static const tupe_cmd cmds[] = {
@@ -304,15 +307,25 @@ static int cmd_submit(tupe_cli *c, const char *dir, const char *out, int wnli, c
     return 0;
 }
 
-static int backend(tupe_cli *c, int device, tupe_backend **be)
+static int make_backend(tupe_cli *c, int device, const char *precision, tupe_backend **be)
 {
+    static const char *const names[] = {"auto", "cpu", "cuda"};
+    char notice[320];
     tupe_err e;
-    if (device == 2) {
-        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; use --device cpu");
+    if (tupe_backend_open(be, names[device], precision, c->threads, tupe_backend_local_gpu(),
+                          notice, sizeof notice, &e))
         return tupe_cli_error(c, &e);
-    }
-    if (tupe_backend_create(be, "cpu", c->threads, &e))
-        return tupe_cli_error(c, &e);
+    if (notice[0])
+        tupe_cli_note(c, "%s", notice);
+    return 0;
+}
+
+static int precision_arg(tupe_cli *c, const char *arg, const char **precision)
+{
+    int k;
+    if (tupe_cli_choice(c, arg, "fp32|bf16", &k))
+        return TUPE_EUSAGE;
+    *precision = k ? "bf16" : "fp32";
     return 0;
 }
 
@@ -346,6 +359,7 @@ int main(int argc, char **argv)
         return c.exit_code;
     const char *task = NULL, *data = "glue_data", *split = NULL, *pred = NULL, *out = NULL,
                *ckpt = NULL, *vocab = NULL, *arg;
+    const char *precision = NULL;
     int fmt = 0, wnli = 0, recipe = 0, device = 0, id, rc = 0;
     overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}};
     ov.seed = 1;
@@ -363,6 +377,7 @@ int main(int argc, char **argv)
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
         case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &recipe); break;
         case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
+        case O_PRECISION: rc = precision_arg(&c, arg, &precision); break;
         case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov.lr); break;
         case O_GRID: rc = parse_grid(&c, arg, &ov.grid); ov.have_grid = 1; break;
         case O_SEEDS: rc = tupe_cli_long(&c, arg, 1, 64, &ov.seeds); break;
@@ -468,7 +483,7 @@ int main(int argc, char **argv)
     o.max_train = (int64_t)ov.max_train;
     o.max_dev = (int64_t)ov.max_dev;
     tupe_backend *be = NULL;
-    if ((rc = backend(&c, device, &be))) {
+    if ((rc = make_backend(&c, device, precision, &be))) {
         tupe_cli_end(&c);
         return rc;
     }

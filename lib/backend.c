@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu.h"
@@ -13,10 +14,24 @@ int tupe_cuda_devices(char *why, size_t cap)
 #if defined(TUPE_HAVE_CUDA)
     return tupe_backend_cuda_devices(why, cap);
 #else
-    if (cap)
-        snprintf(why, cap, "this build has no CUDA backend");
+    if (cap) /* no GPU to miss: "auto" is the CPU without a notice */
+        why[0] = 0;
     return 0;
 #endif
+}
+
+int tupe_backend_local_gpu(void)
+{
+    static const char *const vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                       "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long n = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && n >= 0 && n < 1 << 20)
+            return (int)n;
+    }
+    return 0;
 }
 
 static int cuda_create(tupe_backend **be, int bf16, int gpu, tupe_err *e)

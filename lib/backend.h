@@ -220,8 +220,13 @@ void tupe_backend_destroy(tupe_backend *be);
 int tupe_backend_open(tupe_backend **be, const char *device, const char *precision, int threads,
                       int gpu, char *notice, size_t cap, tupe_err *e);
 
-/* Number of CUDA devices usable by this process; 0 with the reason in why (cap bytes). */
+/* Number of CUDA devices usable by this process; 0 with the reason in why (cap bytes; "" in a
+ * build without the CUDA backend). */
 int tupe_cuda_devices(char *why, size_t cap);
+
+/* The GPU of this process among the node's: the launcher's local rank (LOCAL_RANK,
+ * OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID), else 0. */
+int tupe_backend_local_gpu(void);
 
 /* p + n real elements. */
 static inline tupe_dev *tupe_dev_at(const tupe_backend *be, const tupe_dev *p, size_t n)
