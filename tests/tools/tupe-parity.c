@@ -6,7 +6,9 @@
  * (err: max |dev - ref| divided by the largest |ref| of the tensor). Exit status 1 when any
  * comparison fails, 2 on a usage or setup error.
  *
- *   tupe-parity ops   --ref cpu --dev cuda [--small]   every operation of lib/backend.h
+ *   tupe-parity ops   --ref cpu --dev cuda [--small] [--only GROUP]
+ *                     every operation of lib/backend.h (GROUP: memory, gemm, linear, act, ln,
+ *                     embed, attn, pos, heads, adamw)
  *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
  *                     one training step: loss, logits, gradient norm, every parameter gradient
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
@@ -619,21 +621,36 @@ static void ops_adamw(pair *P)
     free(vv);
 }
 
-static int cmd_ops(pair *P, int small)
+static int cmd_ops(pair *P, int small, const char *only)
 {
     shape full = {4, 77, 12, 64, 768, 3072, 30522, 2000, 46, 32};
     shape tiny = {3, 13, 2, 8, 16, 40, 97, 50, 7, 6};
     const shape *S = small ? &tiny : &full;
-    ops_memory(P);
-    ops_gemm(P);
-    ops_linear(P, S);
-    ops_act(P);
-    ops_ln(P, S);
-    ops_embed(P, S);
-    ops_attn(P, S);
-    ops_pos(P, S);
-    ops_heads(P, S);
-    ops_adamw(P);
+    static const char *const groups[] = {"memory", "gemm", "linear", "act", "ln",
+                                         "embed", "attn", "pos", "heads", "adamw"};
+    int any = 0;
+    for (int g = 0; g < 10; g++) {
+        if (only && strcmp(only, groups[g]) != 0)
+            continue;
+        any = 1;
+        switch (g) {
+        case 0: ops_memory(P); break;
+        case 1: ops_gemm(P); break;
+        case 2: ops_linear(P, S); break;
+        case 3: ops_act(P); break;
+        case 4: ops_ln(P, S); break;
+        case 5: ops_embed(P, S); break;
+        case 6: ops_attn(P, S); break;
+        case 7: ops_pos(P, S); break;
+        case 8: ops_heads(P, S); break;
+        default: ops_adamw(P); break;
+        }
+    }
+    if (!any) {
+        fprintf(stderr, "tupe-parity: --only: memory, gemm, linear, act, ln, embed, attn, pos, "
+                        "heads or adamw\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -896,6 +913,7 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
 static void usage(void)
 {
     fprintf(stderr, "usage: tupe-parity ops|step|curve|bench [--ref NAME] [--dev NAME] [--small]\n"
+                    "       [--only GROUP]\n"
                     "       [--model M] [--position P] [--tie-cls] [--batch B] [--seq T]\n"
                     "       [--steps N] [--peak TFLOPS] [--seed N]\n");
 }
@@ -907,6 +925,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1], *ref = "cpu", *dev = "cpu", *model = "tiny", *position = NULL;
+    const char *only = NULL;
     int small = 0, tie = 0, B = 4, T = 77, steps = 50;
     double peak = 989;
     for (int i = 2; i < argc; i++) {
@@ -923,6 +942,7 @@ int main(int argc, char **argv)
             if (strcmp(a, "--ref") == 0) ref = v;
             else if (strcmp(a, "--dev") == 0) dev = v;
             else if (strcmp(a, "--model") == 0) model = v;
+            else if (strcmp(a, "--only") == 0) only = v;
             else if (strcmp(a, "--position") == 0) position = v;
             else if (strcmp(a, "--batch") == 0) B = atoi(v);
             else if (strcmp(a, "--seq") == 0) T = atoi(v);
@@ -961,7 +981,7 @@ int main(int argc, char **argv)
     P.bf16 = P.be[1]->esize == 2;
     int rc;
     if (strcmp(cmd, "ops") == 0)
-        rc = cmd_ops(&P, small);
+        rc = cmd_ops(&P, small, only);
     else if (strcmp(cmd, "step") == 0)
         rc = cmd_step(&P, model, position, tie, B, T);
     else if (strcmp(cmd, "curve") == 0)
