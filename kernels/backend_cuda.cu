@@ -287,6 +287,12 @@ static unsigned align_of(const void *p)
     return al;
 }
 
+static unsigned min_align(unsigned al, size_t stride_bytes)
+{
+    unsigned b = align_of((const void *)(uintptr_t)stride_bytes);
+    return stride_bytes == 0 ? al : (b < al ? b : al);
+}
+
 static void destroy_plan(gemm_plan *g)
 {
     if (g->la)
@@ -422,7 +428,14 @@ static void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alph
     if (batch > 1)
         k.sa = sa, k.sb = sb, k.sc = sc;
     k.ab = (int)ab, k.c = (int)ct;
+    /* The alignment every batch's pointer has: the base pointer's and its stride's. */
+    size_t es = ab == CUDA_R_32F ? 4 : 2, cs = ct == CUDA_R_32F ? 4 : 2;
     k.ala = align_of(A), k.alb = align_of(B), k.alc = align_of(C);
+    if (batch > 1) {
+        k.ala = min_align(k.ala, (size_t)sa * es);
+        k.alb = min_align(k.alb, (size_t)sb * es);
+        k.alc = min_align(k.alc, (size_t)sc * cs);
+    }
     gemm_plan *g = find_plan(pr, &k);
     if (!g)
         return;
