@@ -202,79 +202,45 @@ __device__ __forceinline__ float dropv(const dropk &d, uint64_t g, float v)
 
 #define BS 256 /* threads of the row kernels */
 
-__device__ float block_sum(float v, float *sh)
+struct op_sum {
+    template <class V> __device__ V operator()(V a, V b) const { return a + b; }
+};
+struct op_max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct op_min {
+    __device__ int operator()(int a, int b) const { return min(a, b); }
+};
+
+template <class V, class Op> __device__ __forceinline__ V warp_reduce(V v, Op op)
 {
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Every thread of the block gets the reduction of v over the block: warps first, then the
+ * warps' results in warp order. sh: 32 elements of shared memory. */
+template <class V, class Op> __device__ V block_reduce(V v, V *sh, Op op)
+{
+    v = warp_reduce(v, op);
     int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
     __syncthreads(); /* sh may still be read by a previous call */
     if (l == 0)
         sh[w] = v;
     __syncthreads();
-    float t = 0;
-    for (int i = 0; i < nw; i++)
-        t += sh[i];
-    return t;
-}
-
-__device__ float block_max(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (l == 0)
-        sh[w] = v;
-    __syncthreads();
-    float t = sh[0];
+    V t = sh[0];
     for (int i = 1; i < nw; i++)
-        t = fmaxf(t, sh[i]);
+        t = op(t, sh[i]);
     return t;
 }
 
-__device__ int block_min_int(int v, int *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (l == 0)
-        sh[w] = v;
-    __syncthreads();
-    int t = sh[0];
-    for (int i = 1; i < nw; i++)
-        t = min(t, sh[i]);
-    return t;
-}
-
-__device__ double block_sum_d(double v, double *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (l == 0)
-        sh[w] = v;
-    __syncthreads();
-    double t = 0;
-    for (int i = 0; i < nw; i++)
-        t += sh[i];
-    return t;
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+__device__ float block_sum(float v, float *sh) { return block_reduce(v, sh, op_sum()); }
+__device__ double block_sum_d(double v, double *sh) { return block_reduce(v, sh, op_sum()); }
+__device__ float block_max(float v, float *sh) { return block_reduce(v, sh, op_max()); }
+__device__ int block_min_int(int v, int *sh) { return block_reduce(v, sh, op_min()); }
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, op_sum()); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, op_max()); }
 
 /* ---- matrix products through cuBLASLt ---------------------------------------------------- */
 
@@ -930,6 +896,31 @@ static void cu_act_bwd(tupe_backend *be, tupe_dev *d, tupe_dev *a, const tupe_de
 
 /* ---- layer normalization ------------------------------------------------------------------- */
 
+/* The LayerNorm of row r, whose D inputs (fp32) are in buf and sum to s: xhat, rstd, and
+ * y = drop(xhat gamma + beta) (dropout here only on the embeddings' output). Every thread of
+ * the block calls it. */
+template <class T>
+__device__ void ln_row(T *y, T *xh, float *rs, int r, const float *buf, float s, const T *g,
+                       const T *b, int D, float eps, float *red, const dropk &d)
+{
+    size_t o = (size_t)r * D;
+    float mean = block_sum(s, red) / (float)D;
+    float q = 0;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        float t = buf[j] - mean;
+        q += t * t;
+    }
+    float var = block_sum(q, red) / (float)D;
+    float rsv = 1.0f / sqrtf(var + eps);
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        float h = (buf[j] - mean) * rsv;
+        stv(xh, o + j, h);
+        stv(y, o + j, dropv(d, d.base + o + j, rnd(h * ldv(g, j) + ldv(b, j), y)));
+    }
+    if (threadIdx.x == 0)
+        rs[r] = rsv;
+}
+
 /* One block per row; the row's input in shared memory (fp32), D floats.
  * Input v = x (plain LN), or drop(a + bias) + res (post-LN residual). */
 template <class T>
@@ -953,21 +944,9 @@ __global__ void k_ln_fwd(T *y, T *xh, float *rs, const T *x, const T *res, const
         buf[j] = v;
         s += v;
     }
-    float mean = block_sum(s, red) / (float)D;
-    float q = 0;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        float t = buf[j] - mean;
-        q += t * t;
-    }
-    float var = block_sum(q, red) / (float)D;
-    float rsv = 1.0f / sqrtf(var + eps);
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        float h = (buf[j] - mean) * rsv;
-        stv(xh, o + j, h);
-        stv(y, o + j, h * ldv(g, j) + ldv(b, j));
-    }
-    if (threadIdx.x == 0)
-        rs[r] = rsv;
+    dropk none;
+    none.on = 0;
+    ln_row(y, xh, rs, r, buf, s, g, b, D, eps, red, none);
 }
 
 /* One block per row: v = rstd (dy*gamma - mean(dy*gamma) - xhat mean(dy*gamma*xhat));
@@ -1126,21 +1105,7 @@ __global__ void k_embed_fwd(T *y, T *xh, float *rs, const int32_t *ids, const in
         buf[j] = v;
         s += v;
     }
-    float mean = block_sum(s, red) / (float)D;
-    float q = 0;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        float u = buf[j] - mean;
-        q += u * u;
-    }
-    float var = block_sum(q, red) / (float)D;
-    float rsv = 1.0f / sqrtf(var + eps);
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        float h = (buf[j] - mean) * rsv;
-        stv(xh, o + j, h);
-        stv(y, o + j, dropv(d, d.base + o + j, rnd(h * ldv(g, j) + ldv(b, j), y)));
-    }
-    if (threadIdx.x == 0)
-        rs[r] = rsv;
+    ln_row(y, xh, rs, r, buf, s, g, b, D, eps, red, d);
 }
 
 template <class T>
