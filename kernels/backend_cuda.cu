@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cub/cub.cuh>
@@ -65,6 +66,7 @@ typedef struct gemm_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    int legacy;                     /* cuBLASLt offers no algorithm: cublasGemmStridedBatchedEx */
 } gemm_plan;
 
 #define PLAN_CAP 256
@@ -73,6 +75,7 @@ typedef struct cu_priv {
     int dev, bf16, tf32;
     cudaStream_t s;
     cublasLtHandle_t lt;
+    cublasHandle_t blas;            /* the fallback for shapes cuBLASLt has no algorithm for */
     void *ws;
     size_t ws_bytes;
     double *dres;                   /* device: reduction partials and results */
@@ -335,24 +338,22 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
               CKB(cublasLtMatmulPreferenceSetAttribute(
                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof a3)) ||
               CKB(cublasLtMatmulPreferenceSetAttribute(
-                  pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3)) ||
-              CKB(cublasLtMatmulAlgoGetHeuristic(pr->lt, g->op, g->la, g->lb, g->lc, g->lc, pref,
-                                                 1, &res, &nres));
+                  pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3));
     }
+    /* No algorithm (a status, or none returned) is not an error: such a product (odd leading
+     * dimensions of bf16, say) goes through cuBLAS's general strided-batched GEMM. */
+    if (!bad && (cublasLtMatmulAlgoGetHeuristic(pr->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, 1,
+                                                &res, &nres) != CUBLAS_STATUS_SUCCESS ||
+                 nres < 1))
+        g->legacy = 1;
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
-    if (!bad && nres < 1) {
-        char shape[160];
-        snprintf(shape, sizeof shape, "M=%d N=%d K=%d ta=%d tb=%d batch=%d", k->M, k->N, k->K,
-                 k->ta, k->tb, k->batch);
-        set_err(pr, "cuBLASLt has no algorithm for the product %s%s", shape, "");
-        bad = 1;
-    }
     if (bad) {
         destroy_plan(g);
         return NULL;
     }
-    g->algo = res.algo;
+    if (!g->legacy)
+        g->algo = res.algo;
     pr->nplans++;
     return g;
 }
@@ -405,8 +406,18 @@ static void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alph
     gemm_plan *g = find_plan(pr, &k);
     if (!g)
         return;
-    CKB(cublasLtMatmul(pr->lt, g->op, &alpha, B, g->la, A, g->lb, &beta, C, g->lc, C, g->lc,
-                       &g->algo, pr->ws, pr->ws_bytes, pr->s));
+    if (!g->legacy) {
+        CKB(cublasLtMatmul(pr->lt, g->op, &alpha, B, g->la, A, g->lb, &beta, C, g->lc, C, g->lc,
+                           &g->algo, pr->ws, pr->ws_bytes, pr->s));
+        return;
+    }
+    /* The same column-major product as above: cuBLAS's A is our B, its B our A. */
+    cublasComputeType_t comp =
+        (ab == CUDA_R_32F && pr->tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CKB(cublasGemmStridedBatchedEx(pr->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ab, ldb,
+                                   batch > 1 ? sb : 0, A, ab, lda, batch > 1 ? sa : 0, &beta, C,
+                                   ct, ldc, batch > 1 ? sc : 0, batch, comp, CUBLAS_GEMM_DEFAULT));
 }
 
 /* ---- memory and transfers ---------------------------------------------------------------- */
@@ -1982,6 +1993,8 @@ static void cu_destroy(tupe_backend *be)
             cudaFreeHost(pr->hres);
         if (pr->lt)
             cublasLtDestroy(pr->lt);
+        if (pr->blas)
+            cublasDestroy(pr->blas);
         if (pr->s)
             cudaStreamDestroy(pr->s);
         free(pr);
@@ -2049,6 +2062,8 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     pr->ws_bytes = (size_t)32 << 20;
     CK(cudaStreamCreateWithFlags(&pr->s, cudaStreamNonBlocking));
     CKB(cublasLtCreate(&pr->lt));
+    if (!CKB(cublasCreate(&pr->blas)))
+        CKB(cublasSetStream(pr->blas, pr->s));
     CK(cudaMalloc(&pr->ws, pr->ws_bytes));
     CK(cudaMalloc((void **)&pr->dres, (RED_PARTS + 8) * sizeof(double)));
     CK(cudaMallocHost((void **)&pr->hres, 8 * sizeof(double)));
