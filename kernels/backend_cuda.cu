@@ -25,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cub/cub.cuh>
+#include <nccl.h>
 
 extern "C" {
 #include "backend.h"
@@ -76,6 +77,7 @@ typedef struct cu_priv {
     cudaStream_t s;
     cublasLtHandle_t lt;
     cublasHandle_t blas;            /* the fallback for shapes cuBLASLt has no algorithm for */
+    ncclComm_t nccl;                /* after tupe_backend_cuda_nccl_init */
     void *ws;
     size_t ws_bytes;
     double *dres;                   /* device: reduction partials and results */
@@ -1991,6 +1993,8 @@ static void cu_destroy(tupe_backend *be)
             cudaFree(pr->dres);
         if (pr->hres)
             cudaFreeHost(pr->hres);
+        if (pr->nccl)
+            ncclCommDestroy(pr->nccl);
         if (pr->lt)
             cublasLtDestroy(pr->lt);
         if (pr->blas)
@@ -2127,4 +2131,53 @@ extern "C" int tupe_backend_cuda_device(tupe_backend *be)
     if (!be || !be->name || strncmp(be->name, "cuda", 4) != 0)
         return -1;
     return PR(be)->dev;
+}
+
+/* ---- NCCL ------------------------------------------------------------------------------------ */
+
+static_assert(sizeof(ncclUniqueId) == TUPE_NCCL_ID_BYTES, "NCCL unique id size");
+
+extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
+{
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess)
+        return tupe_fail(e, TUPE_EFAIL, "NCCL: cannot make a unique id: %s",
+                         ncclGetErrorString(r));
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
+                                           tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    if (pr->nccl)
+        return 0;
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    cudaSetDevice(pr->dev);
+    ncclResult_t r = ncclCommInitRank(&pr->nccl, world, u, rank);
+    if (r != ncclSuccess) {
+        pr->nccl = NULL;
+        return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d cannot join: %s", rank,
+                         world, pr->dev, ncclGetErrorString(r));
+    }
+    return 0;
+}
+
+extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n,
+                                           tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err)
+        return cu_check(be, e);
+    if (!pr->nccl)
+        return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce before tupe_backend_cuda_nccl_init");
+    ncclResult_t r = ncclAllReduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                   pr->nccl, pr->s);
+    if (r != ncclSuccess)
+        return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce of %zu elements: %s", n,
+                         ncclGetErrorString(r));
+    return 0;
 }

@@ -33,6 +33,15 @@ int tupe_backend_cuda_devices(char *why, size_t cap);
 void *tupe_backend_cuda_stream(tupe_backend *be);
 int tupe_backend_cuda_device(tupe_backend *be);
 
+/* NCCL between the GPUs of a data-parallel job: rank 0 makes the id, the caller broadcasts it
+ * (tupe_comm_bcast), and every rank joins; then gradients are summed in place on the device,
+ * on the backend's stream (n real elements: fp32 on "cuda", bf16 on "cuda-bf16"). */
+#define TUPE_NCCL_ID_BYTES 128
+int tupe_backend_cuda_nccl_id(void *id, tupe_err *e);
+int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
+                                tupe_err *e);
+int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);
+
 #ifdef __cplusplus
 }
 #endif

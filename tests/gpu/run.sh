@@ -13,8 +13,9 @@
 #   bench    bert-base training step, seq 128 batch 64 and seq 512 batch 16, BERT-A and
 #            TUPE-R, bf16: tokens/s, MFU over --peak (989 TFLOP/s, H100 SXM / H200), the
 #            TUPE-R / BERT-A step-time ratio; the projection of 1M steps at batch 256 on 16 GPUs
-#   nccl     skipped with a note: this build's multi-process gradient all-reduce is MPI on host
-#            buffers (lib/comm.c); there is no NCCL path to measure yet
+#   nccl     skipped with a note when one GPU: the opt-in NCCL all-reduce (TUPE_NCCL=1) needs
+#            two ranks on two GPUs; with several GPUs, 20 steps of tiny on 2 ranks with
+#            TUPE_NCCL=1 must give the loss of the MPI host path
 #
 # Compact results on stdout (the lines that matter, FAIL lines first 40 per part); the full
 # output of every part in $OUT (the device tool's folder) or build/gpu-run. Exit status 0 when
@@ -178,8 +179,28 @@ fi
 if [ $bench_ok = 1 ]; then note "bench: PASS (measured)"; else note "bench: FAIL (see $LOGS/bench.log)"; FAILED=1; fi
 
 # ---- nccl ------------------------------------------------------------------------------------
-echo "== nccl: SKIP: no NCCL path in this build (gradients are all-reduced by MPI on the host)"
-note "nccl: SKIP (not built: lib/comm.c is MPI on host buffers)"
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ] && command -v mpirun >/dev/null && "$B/bin/tupe-pretrain" --version | grep -q 'Built with:.*mpi'; then
+    D=$LOGS/nccl-data
+    rm -rf "$D"; mkdir -p "$D"
+    awk 'BEGIN { srand(5); for (d = 0; d < 400; d++) { l = ""; for (i = 0; i < 40; i++) l = l (i ? " " : "") 5 + int(90 * rand() ^ 3); print l } }' >"$D/ids.txt"
+    "$B/tests/tupe-testtool" tok-write --vocab-size 100 -o "$D/ids.tok" "$D/ids.txt"
+    "$B/bin/tupe-shard" write -q -o "$D/shards" --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --shards 2 "$D/ids.tok"
+    common=(--data "$D/shards" --model tiny --batch 8 --steps 20 --log-every 1 --eval-every 0 --save-every 0 --device cuda --precision fp32)
+    part nccl-host 120 mpirun --allow-run-as-root -np 2 "$B/bin/tupe-pretrain" train "${common[@]}" -o "$D/host"
+    part nccl-dev 120 mpirun --allow-run-as-root -np 2 -x TUPE_NCCL=1 "$B/bin/tupe-pretrain" train "${common[@]}" -o "$D/nccl"
+    a=$(grep -o '"loss":[0-9.e+-]*' "$D/host/metrics.jsonl" 2>/dev/null | tail -1)
+    b=$(grep -o '"loss":[0-9.e+-]*' "$D/nccl/metrics.jsonl" 2>/dev/null | tail -1)
+    echo "nccl: last loss host path $a, NCCL $b"
+    if [ "$prc" = 0 ] && [ -n "$a" ] && awk -v a="${a#*:}" -v b="${b#*:}" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }'; then
+        note "nccl: PASS (2 ranks, NCCL loss = host-path loss)"
+    else
+        note "nccl: FAIL (see $LOGS/nccl-host.log, nccl-dev.log)"; FAILED=1
+    fi
+else
+    echo "== nccl: SKIP: needs 2 GPUs and mpirun (this machine: $ngpu GPU)"
+    note "nccl: SKIP ($ngpu GPU; the NCCL path needs two ranks on two GPUs)"
+fi
 
 echo "== SUMMARY ($(($(date +%s) - START))s; logs in $LOGS)"
 for s in "${SUMMARY[@]}"; do echo "$s"; done
