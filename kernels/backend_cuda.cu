@@ -40,7 +40,9 @@ __device__ __forceinline__ float ldv(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float ldv(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ void stv(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stv(bf16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-/* v as it reads back after a store into T (the CPU stores intermediate results as real). */
+/* v as it reads back after a store into T: where a later kernel recomputes from the stored
+ * value (an activation from its stored pre-activation, a dropped probability from the stored
+ * probability), the first one rounds the same way. Sums stay fp32 until their one store. */
 __device__ __forceinline__ float rnd(float v, const float *) { return v; }
 __device__ __forceinline__ float rnd(float v, const bf16 *)
 {
@@ -948,9 +950,8 @@ __global__ void k_ln_fwd(T *y, T *xh, float *rs, const T *x, const T *res, const
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
         float v;
         if (res) {
-            v = rnd(ldv(x, o + j) + (bias ? ldv(bias, j) : 0.0f), xh);
-            v = rnd(dropv(d, d.base + o + j, v), xh);
-            v = rnd(v + ldv(res, o + j), xh);
+            v = dropv(d, d.base + o + j, ldv(x, o + j) + (bias ? ldv(bias, j) : 0.0f));
+            v = v + ldv(res, o + j);
         } else {
             v = ldv(x, o + j);
         }
@@ -989,7 +990,7 @@ __global__ void k_ln_bwd(T *dx, float beta, T *dbr, const T *dy, const T *xh, co
             v = beta * ldv(dx, o + j) + v;
         stv(dx, o + j, v);
         if (dbr)
-            stv(dbr, o + j, dropv(d, d.base + o + j, rnd(v, dbr)));
+            stv(dbr, o + j, dropv(d, d.base + o + j, v));
     }
 }
 
@@ -1112,9 +1113,9 @@ __global__ void k_embed_fwd(T *y, T *xh, float *rs, const int32_t *ids, const in
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
         float v = ldv(word, wo + j);
         if (pos)
-            v = rnd(v + ldv(pos, (size_t)t * D + j), xh);
+            v += ldv(pos, (size_t)t * D + j);
         if (tt)
-            v = rnd(v + ldv(tt, to + j), xh);
+            v += ldv(tt, to + j);
         buf[j] = v;
         s += v;
     }
@@ -1192,7 +1193,7 @@ __global__ void k_seg_rows(T *dst, const T *src, const unsigned *keys, const uns
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
         float acc = ldv(dst, (size_t)k * D + j);
         for (int q = p; q < n && keys[q] == k; q++)
-            acc = rnd(acc + ldv(src, (size_t)vals[q] * D + j), dst);
+            acc += ldv(src, (size_t)vals[q] * D + j);
         stv(dst, (size_t)k * D + j, acc);
     }
 }
@@ -1205,7 +1206,7 @@ template <class T> __global__ void k_dpos(T *dpos, const T *s, int B, int T_, in
         return;
     float acc = ldv(dpos, i);
     for (int b = 0; b < B; b++)
-        acc = rnd(acc + ldv(s, (size_t)b * T_ * D + i), dpos);
+        acc += ldv(s, (size_t)b * T_ * D + i);
     stv(dpos, i, acc);
 }
 
@@ -1363,12 +1364,12 @@ __global__ void k_softmax_bwd(T *probs, const float *dpd, const int32_t *lens, i
     size_t g0 = d.base + row * (size_t)T_;
     float dot = 0;
     for (int j = lane; j < L; j += 32)
-        dot += ldv(p, j) * rnd(g[j] * dfac(d, g0 + j), p);
+        dot += ldv(p, j) * (g[j] * dfac(d, g0 + j));
     dot = warp_sum(dot);
     for (int j = lane; j < T_; j += 32) {
         float v = 0;
         if (j < L)
-            v = ldv(p, j) * (rnd(g[j] * dfac(d, g0 + j), p) - dot);
+            v = ldv(p, j) * (g[j] * dfac(d, g0 + j) - dot);
         stv(p, j, v);
     }
 }
@@ -1594,7 +1595,7 @@ __global__ void k_rel_seg(T *drel, const float *G, const unsigned *keys, const u
     size_t o = (size_t)k * H + h;
     float acc = ldv(drel, o);
     for (int q = p; q < n && keys[q] == k; q++)
-        acc = rnd(acc + g[vals[q]], drel);
+        acc += g[vals[q]];
     stv(drel, o, acc);
 }
 
@@ -1677,8 +1678,8 @@ __global__ void k_qk_pos_grad(T *dpq, T *dpk, const T *dqkv, int B, int T_, int 
     float a = ldv(dpq, x), b = ldv(dpk, x);
     for (int bi = 0; bi < B; bi++) {
         const T *q = dqkv + ((size_t)bi * T_ + t) * 3 * D;
-        a = rnd(a + ldv(q, j), dpq);
-        b = rnd(b + ldv(q, (size_t)D + j), dpk);
+        a += ldv(q, j);
+        b += ldv(q, (size_t)D + j);
     }
     stv(dpq, x, a);
     stv(dpk, x, b);
@@ -1847,7 +1848,7 @@ __global__ void k_xent_bwd(T *d, const T *logits, const float *lse, const int32_
     int m = (int)(x / V), v = (int)(x % V);
     float o = __fmul_rn(s, tupe_expf(ldv(logits, x) - lse[m]));
     if (v == labels[m])
-        o = rnd(o, d) - s;
+        o = o - s;
     stv(d, x, o);
 }
 
@@ -1933,7 +1934,7 @@ __global__ void k_adamw(T *p, const T *g, float *m, float *v, float *master, siz
     if (i >= n)
         return;
     float w = master ? master[i] : ldv(p, i);
-    tupe_adamw_f(&w, m + i, v + i, rnd(ldv(g, i) * gs, g), b1, b2, eps, decay, step);
+    tupe_adamw_f(&w, m + i, v + i, ldv(g, i) * gs, b1, b2, eps, decay, step);
     if (master)
         master[i] = w;
     stv(p, i, w);
