@@ -92,7 +92,7 @@ LDLIBS   += $(PKG_LIBS) -lm
 
 ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   LDLIBS   += $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
   NVFLAGS  := -std=c++17 -O2 -g -I$(TOP)/lib -I$(TOP)/kernels --expt-relaxed-constexpr \
               $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -Wall,-fPIC

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "devicearg.h"
 #include "fileio.h"
 #include "backend.h"
 #include "finetune.h"
@@ -16,7 +17,7 @@
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
     O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
-    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE
+    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION
 };
 
 #define TASK_LIST "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI AX"
@@ -60,7 +61,8 @@ static const tupe_opt submit_opts[] = {
     {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
     {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
     {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}, \
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"}
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"}, \
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"}
 
 static const tupe_opt train_opts[] = {
     FT_COMMON,
@@ -81,7 +83,8 @@ static const tupe_opt eval_opts[] = {
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
     {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt predict_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (AX: with an MNLI checkpoint)", TASK_LIST},
@@ -90,7 +93,8 @@ static const tupe_opt predict_opts[] = {
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "dir"},
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto or cpu", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
 static const tupe_cmd cmds[] = {
@@ -304,18 +308,6 @@ static int cmd_submit(tupe_cli *c, const char *dir, const char *out, int wnli, c
     return 0;
 }
 
-static int backend(tupe_cli *c, int device, tupe_backend **be)
-{
-    tupe_err e;
-    if (device == 2) {
-        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; use --device cpu");
-        return tupe_cli_error(c, &e);
-    }
-    if (tupe_backend_create(be, "cpu", c->threads, &e))
-        return tupe_cli_error(c, &e);
-    return 0;
-}
-
 static int parse_grid(tupe_cli *c, const char *arg, tupe_ft_opts *o)
 {
     char buf[512];
@@ -346,7 +338,8 @@ int main(int argc, char **argv)
         return c.exit_code;
     const char *task = NULL, *data = "glue_data", *split = NULL, *pred = NULL, *out = NULL,
                *ckpt = NULL, *vocab = NULL, *arg;
-    int fmt = 0, wnli = 0, recipe = 0, device = 0, id, rc = 0;
+    const char *device = NULL, *precision = NULL;
+    int fmt = 0, wnli = 0, recipe = 0, id, rc = 0;
     overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}};
     ov.seed = 1;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
@@ -362,7 +355,8 @@ int main(int argc, char **argv)
         case O_VOCAB: vocab = arg; break;
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
         case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &recipe); break;
-        case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
+        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &device); break;
+        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &precision); break;
         case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov.lr); break;
         case O_GRID: rc = parse_grid(&c, arg, &ov.grid); ov.have_grid = 1; break;
         case O_SEEDS: rc = tupe_cli_long(&c, arg, 1, 64, &ov.seeds); break;
@@ -468,7 +462,7 @@ int main(int argc, char **argv)
     o.max_train = (int64_t)ov.max_train;
     o.max_dev = (int64_t)ov.max_dev;
     tupe_backend *be = NULL;
-    if ((rc = backend(&c, device, &be))) {
+    if ((rc = tupe_devicearg_open(&c, device, precision, &be))) {
         tupe_cli_end(&c);
         return rc;
     }

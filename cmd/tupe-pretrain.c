@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "devicearg.h"
 #include "comm.h"
 #include "pretrain.h"
 
@@ -16,7 +17,7 @@ enum {
     O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
-    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PREFETCH, O_FORMAT
+    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
@@ -56,7 +57,8 @@ static const tupe_opt train_opts[] = {
     {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
     {O_MAX_TIME, "max-time", 0, TUPE_REQARG, "SECONDS", "leave after the step that passes this time, with a\ncheckpoint (the schedule still spans --steps)", NULL},
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
@@ -67,7 +69,8 @@ static const tupe_opt eval_opts[] = {
     {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: auto)", "list:auto cpu cuda"},
+    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
@@ -109,20 +112,6 @@ static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
     return 0;
 }
 
-static int make_backend(tupe_cli *c, int device, tupe_backend **be)
-{
-    if (device == 2) {
-        tupe_err e;
-        tupe_fail(&e, TUPE_EUSAGE, "--device cuda: the CUDA backend is not part of this build; "
-                  "use --device cpu");
-        return tupe_cli_error(c, &e);
-    }
-    tupe_err e;
-    if (tupe_backend_create(be, "cpu", c->threads, &e))
-        return tupe_cli_error(c, &e);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     tupe_cli c;
@@ -131,7 +120,8 @@ int main(int argc, char **argv)
     tupe_pretrain_opts o;
     tupe_pretrain_defaults(&o);
     const char *ckpt = NULL, *arg;
-    int device = 0, json = 0, id, rc = 0;
+    const char *device = NULL, *precision = NULL;
+    int json = 0, id, rc = 0;
     long v;
     double x;
     uint64_t u;
@@ -171,7 +161,8 @@ int main(int argc, char **argv)
         case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.stop_after = (int64_t)u; break;
         case O_MAX_TIME: rc = tupe_cli_double(&c, arg, 1, 1e9, &o.max_time); break;
         case O_SKIP: o.skip_nonfinite = 1; break;
-        case O_DEVICE: rc = tupe_cli_choice(&c, arg, "auto|cpu|cuda", &device); break;
+        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &device); break;
+        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o.prefetch = (int)v; break;
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &json); break;
         }
@@ -199,7 +190,7 @@ int main(int argc, char **argv)
         return rc;
     }
     tupe_backend *be = NULL;
-    if ((rc = make_backend(&c, device, &be))) {
+    if ((rc = tupe_devicearg_open(&c, device, precision, &be))) {
         tupe_cli_end(&c);
         return rc;
     }

@@ -156,11 +156,11 @@ int tupe_backend_cpu_create(tupe_backend **out, int precision_bytes, int threads
     be->destroy = cpu_destroy;
     if (precision_bytes == 4) {
         be->name = "cpu";
-        be->esize = 4;
+        be->esize = be->wsize = 4;
         ops_f32(be);
     } else {
         be->name = "cpu64";
-        be->esize = 8;
+        be->esize = be->wsize = 8;
         ops_f64(be);
     }
     *out = be;
@@ -193,6 +193,7 @@ static void R(drop_apply)(real *dst, const real *src, const tupe_drop *d, uint64
 static void R(upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt)
 {
     (void)be;
+    dt &= ~TUPE_WIDE; /* wide buffers are real ones here (wsize == esize) */
     if (dt == TUPE_I32) {
         memcpy(dst, src, n * 4);
         return;
@@ -214,6 +215,7 @@ static void R(upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
 static void R(download)(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int dt)
 {
     (void)be;
+    dt &= ~TUPE_WIDE;
     if (dt == TUPE_I32) {
         memcpy(dst, src, n * 4);
         return;
@@ -1043,9 +1045,11 @@ static void R(mse_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *pred_,
 
 /* ---- optimizer --------------------------------------------------------------------------------- */
 
+/* The parameters are their own master here (wsize == esize): `master` is always NULL. */
 static void R(adamw)(tupe_backend *be, tupe_dev *p_, const tupe_dev *g_, tupe_dev *m_, tupe_dev *v_,
-                     size_t n, const tupe_adamw_args *a)
+                     tupe_dev *master, size_t n, const tupe_adamw_args *a)
 {
+    (void)master;
     real *p = (real *)p_, *m = (real *)m_, *v = (real *)v_;
     const real *g = (const real *)g_;
     real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)a->gscale;

@@ -48,7 +48,6 @@ static int meta_json(tupe_stw *w, const char *key, json_t *v, tupe_err *e)
 
 static int write_model(const char *path, tupe_model *m, const char *train_state, tupe_err *e)
 {
-    tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
     float *flat = malloc(lay->total * sizeof *flat);
     tupe_stw *w = tupe_stw_new();
@@ -59,7 +58,7 @@ static int write_model(const char *path, tupe_model *m, const char *train_state,
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
-    be->download(be, flat, tupe_model_params(m), lay->total, TUPE_F32);
+    tupe_model_params_get(m, flat);
     if ((rc = add_all(w, lay, "", flat, hashes, e)) || (rc = tupe_stw_meta(w, "format", "pt", e)) ||
         (rc = tupe_stw_meta(w, "tupe.checkpoint", "1", e)) ||
         (rc = tupe_stw_meta(w, "config", cfg, e)) || (rc = meta_json(w, HASH_KEY, hashes, e)))
@@ -102,8 +101,9 @@ static int write_optim(const char *path, tupe_model *m, tupe_adamw *o, tupe_err 
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
-    be->download(be, flat, tupe_adamw_exp_avg(o), lay->total, TUPE_F32);
-    be->download(be, flat + lay->total, tupe_adamw_exp_avg_sq(o), lay->total, TUPE_F32);
+    be->download(be, flat, tupe_adamw_exp_avg(o), lay->total, TUPE_F32 | TUPE_WIDE);
+    be->download(be, flat + lay->total, tupe_adamw_exp_avg_sq(o), lay->total,
+                 TUPE_F32 | TUPE_WIDE);
     if ((rc = add_all(w, lay, "exp_avg.", flat, hashes, e)) ||
         (rc = add_all(w, lay, "exp_avg_sq.", flat + lay->total, hashes, e)) ||
         (rc = tupe_stw_meta(w, "format", "pt", e)) ||
@@ -277,8 +277,8 @@ static int load_optim(const char *file, tupe_model *m, tupe_adamw *o, int flags,
     }
     if ((rc = read_all(st, hashes, lay, "exp_avg_sq.", flat + lay->total, flags, e)))
         goto out;
-    be->upload(be, tupe_adamw_exp_avg(o), flat, lay->total, TUPE_F32);
-    be->upload(be, tupe_adamw_exp_avg_sq(o), flat + lay->total, lay->total, TUPE_F32);
+    be->upload(be, tupe_adamw_exp_avg(o), flat, lay->total, TUPE_F32 | TUPE_WIDE);
+    be->upload(be, tupe_adamw_exp_avg_sq(o), flat + lay->total, lay->total, TUPE_F32 | TUPE_WIDE);
     tupe_adamw_set_steps(o, (int64_t)json_integer_value(step));
 out:
     json_decref(oj);
@@ -300,7 +300,6 @@ int tupe_ckpt_load(const char *path, tupe_model *m, tupe_adamw *opt, char **trai
     int rc = open_checked(&st, file, &hashes, e);
     if (rc)
         return rc;
-    tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
     float *flat = NULL;
     tupe_config c;
@@ -318,7 +317,7 @@ int tupe_ckpt_load(const char *path, tupe_model *m, tupe_adamw *opt, char **trai
         goto out;
     }
     /* Start from the current values: head tensors absent from the file keep them. */
-    be->download(be, flat, tupe_model_params(m), lay->total, TUPE_F32);
+    tupe_model_params_get(m, flat);
     if ((rc = read_all(st, hashes, lay, "", flat, flags, e)))
         goto out;
     if (opt) {
@@ -332,7 +331,7 @@ int tupe_ckpt_load(const char *path, tupe_model *m, tupe_adamw *opt, char **trai
         if ((rc = load_optim(of, m, opt, flags, e)))
             goto out;
     }
-    be->upload(be, tupe_model_params(m), flat, lay->total, TUPE_F32);
+    tupe_model_params_put(m, flat);
     if (train_state) {
         const char *ts = tupe_st_meta(st, "train_state");
         if (ts && !(*train_state = strdup(ts)))

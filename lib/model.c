@@ -28,6 +28,7 @@ struct tupe_model {
     size_t arena_bytes;
     tupe_dev *arena;
     tupe_dev *params, *grads;
+    tupe_dev *master;   /* wide copy of the parameters when they are narrower (backend.h) */
     /* int32 inputs */
     tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls, *i_buckets;
     tupe_dev *targets;
@@ -77,6 +78,7 @@ static void plan(tupe_model *m, tupe_dev **p, size_t bytes)
 
 static void plan_r(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * (size_t)m->be->esize); }
 static void plan_i(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * 4); }
+static void plan_w(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * (size_t)m->be->wsize); }
 
 static tupe_drop mkdrop(const tupe_model *m, double p, uint32_t site, uint64_t per_sample)
 {
@@ -160,6 +162,8 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
 
     plan_r(m, &m->params, m->lay.total);
     plan_r(m, &m->grads, m->lay.total);
+    if (be->wsize > be->esize)
+        plan_w(m, &m->master, m->lay.total);
     plan_i(m, &m->i_ids, N);
     plan_i(m, &m->i_types, N);
     plan_i(m, &m->i_len, Bc);
@@ -167,24 +171,24 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
     plan_i(m, &m->i_mlab, Mc);
     plan_i(m, &m->i_labels, Bc);
     plan_i(m, &m->i_cls, Bc);
-    plan_r(m, &m->targets, Bc);
+    plan_w(m, &m->targets, Bc);
     if (tupe_cfg_rel(c))
         plan_i(m, &m->i_buckets, Tc * Tc);
     for (size_t l = 0; l <= L; l++)
         plan_r(m, &m->hs[l], N * D);
     plan_r(m, &m->emb_xh, N * D);
-    plan_r(m, &m->emb_rs, N);
+    plan_w(m, &m->emb_rs, N);
     for (size_t l = 0; l < L; l++) {
         layer_acts *a = &m->la[l];
         plan_r(m, &a->qkv, N * 3 * D);
         plan_r(m, &a->probs, Bc * H * Tc * Tc);
         plan_r(m, &a->ctx, N * D);
         plan_r(m, &a->xh1, N * D);
-        plan_r(m, &a->rs1, N);
+        plan_w(m, &a->rs1, N);
         plan_r(m, &a->y1, N * D);
         plan_r(m, &a->h, N * F);
         plan_r(m, &a->xh2, N * D);
-        plan_r(m, &a->rs2, N);
+        plan_w(m, &a->rs2, N);
     }
     plan_r(m, &m->g_nf, N * F);
     plan_r(m, &m->dh_nf, N * F);
@@ -199,7 +203,7 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
         size_t R = Tc + 1;
         plan_r(m, &m->p_y, R * D);
         plan_r(m, &m->p_xh, R * D);
-        plan_r(m, &m->p_rs, R);
+        plan_w(m, &m->p_rs, R);
         plan_r(m, &m->pq, R * D);
         plan_r(m, &m->pk, R * D);
         plan_r(m, &m->dpq, R * D);
@@ -211,8 +215,8 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
         }
     }
     if (tupe_cfg_has_bias(c)) {
-        plan_r(m, &m->bias, H * Tc * Tc);
-        plan_r(m, &m->G, H * Tc * Tc);
+        plan_w(m, &m->bias, H * Tc * Tc);
+        plan_w(m, &m->G, H * Tc * Tc);
     }
     size_t rows = c->num_labels == 0 ? Mc : Bc;
     size_t cols = c->num_labels == 0 ? V : (size_t)c->num_labels;
@@ -220,10 +224,10 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
     plan_r(m, &m->ht, rows * D);
     plan_r(m, &m->hg, rows * D);
     plan_r(m, &m->hxh, rows * D);
-    plan_r(m, &m->hrs, rows);
+    plan_w(m, &m->hrs, rows);
     plan_r(m, &m->hu, rows * D);
     plan_r(m, &m->logits, rows * cols);
-    plan_r(m, &m->lse, rows);
+    plan_w(m, &m->lse, rows);
     plan_r(m, &m->dh1, rows * D);
     plan_r(m, &m->dh2, rows * D);
     if (m->plan_failed) {
@@ -276,6 +280,7 @@ const tupe_capacity *tupe_model_capacity(const tupe_model *m) { return &m->cap; 
 const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
 size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
+tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
 void tupe_model_zero_grad(tupe_model *m) { m->be->zero(m->be, m->grads, m->lay.total); }
 
@@ -296,6 +301,9 @@ int tupe_model_init_prefix(tupe_model *m, uint64_t seed, const char *prefix, tup
             continue;
         tupe_param_init_values(p, m->cfg.initializer_range, seed, buf);
         m->be->upload(m->be, AT(m->params, p->offset), buf, p->numel, TUPE_F32);
+        if (m->master)
+            m->be->upload(m->be, tupe_dev_wat(m->be, m->master, p->offset), buf, p->numel,
+                          TUPE_F32 | TUPE_WIDE);
     }
     free(buf);
     return 0;
@@ -326,11 +334,32 @@ static int xfer(tupe_model *m, const char *name, void *host, size_t n, int grad,
     if (rc)
         return rc;
     tupe_dev *d = AT(grad ? m->grads : m->params, p->offset);
-    if (up)
+    tupe_dev *w = grad ? NULL : tupe_dev_wat(m->be, m->master, p->offset);
+    if (up) {
         m->be->upload(m->be, d, host, n, dt);
-    else
+        if (w)
+            m->be->upload(m->be, w, host, n, dt | TUPE_WIDE);
+    } else if (w) {
+        m->be->download(m->be, host, w, n, dt | TUPE_WIDE);
+    } else {
         m->be->download(m->be, host, d, n, dt);
+    }
     return 0;
+}
+
+void tupe_model_params_get(tupe_model *m, float *flat)
+{
+    if (m->master)
+        m->be->download(m->be, flat, m->master, m->lay.total, TUPE_F32 | TUPE_WIDE);
+    else
+        m->be->download(m->be, flat, m->params, m->lay.total, TUPE_F32);
+}
+
+void tupe_model_params_put(tupe_model *m, const float *flat)
+{
+    m->be->upload(m->be, m->params, flat, m->lay.total, TUPE_F32);
+    if (m->master)
+        m->be->upload(m->be, m->master, flat, m->lay.total, TUPE_F32 | TUPE_WIDE);
 }
 
 int tupe_model_set(tupe_model *m, const char *name, const float *src, size_t n, tupe_err *e)
@@ -557,7 +586,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
         be->linear_fwd(be, m->logits, NULL, m->hg, PAR(y->out_w), PAR(y->out_b), B, D, C,
                        TUPE_ACT_NONE, NULL);
         if (C == 1) {
-            be->upload(be, m->targets, b->targets, (size_t)B, TUPE_F32);
+            be->upload(be, m->targets, b->targets, (size_t)B, TUPE_F32 | TUPE_WIDE);
             r.loss_sum = be->mse_fwd(be, m->logits, m->targets, B);
         } else {
             be->upload(be, m->i_labels, b->labels, (size_t)B, TUPE_I32);
@@ -567,6 +596,8 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     }
     m->norm = b->loss_norm > 0 ? b->loss_norm : (r.count > 0 ? (double)r.count : 1.0);
     r.loss = r.loss_sum / m->norm;
+    if (be->check && (rc = be->check(be, e)))
+        return rc;
     m->have_fwd = 1;
     if (out)
         *out = r;
@@ -650,8 +681,8 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_cls, B, D);
     }
 
-    if (tupe_cfg_has_bias(c))
-        be->zero(be, m->G, (size_t)H * T * T);
+    if (tupe_cfg_has_bias(c)) /* G is wide: zero it as wsize/esize real elements each */
+        be->zero(be, m->G, (size_t)H * T * T * (size_t)(be->wsize / be->esize));
     if (c->position == TUPE_POS_BERT_AD) {
         be->zero(be, m->dpq, (size_t)T * D);
         be->zero(be, m->dpk, (size_t)T * D);
@@ -691,7 +722,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
                   GRD(y->emb_ln_b), m->dY, m->emb_xh, m->emb_rs, PAR(y->emb_ln_g),
                   (const int32_t *)m->i_ids, m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, D, V, c->type_vocab_size, &d, m->dR);
     position_bwd(m);
-    return 0;
+    return be->check ? be->check(be, e) : 0;
 }
 
 /* ---- probes ---------------------------------------------------------------------------------- */
@@ -739,7 +770,7 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
         be->download(be, dst, m->logits, n, TUPE_F32);
         break;
     case TUPE_PROBE_POS_BIAS:
-        be->download(be, dst, m->bias, n, TUPE_F32);
+        be->download(be, dst, m->bias, n, TUPE_F32 | TUPE_WIDE);
         break;
     case TUPE_PROBE_ATTN_PROBS:
         be->download(be, dst, m->la[layer].probs, n, TUPE_F32);

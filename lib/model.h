@@ -75,9 +75,16 @@ const tupe_layout *tupe_model_layout(const tupe_model *m);
 /* Bytes of the arena (parameters, gradients, activations). */
 size_t tupe_model_arena_bytes(const tupe_model *m);
 
-/* The flat buffers: `total` elements each (tupe_model_layout(m)->total). */
+/* The flat buffers: `total` elements each (tupe_model_layout(m)->total), real (backend.h). */
 tupe_dev *tupe_model_params(tupe_model *m);
 tupe_dev *tupe_model_grads(tupe_model *m);
+/* The wide (fp32) master copy of the parameters, when the backend's real elements are narrower
+ * (cuda-bf16); NULL otherwise, where the parameters are their own master. */
+tupe_dev *tupe_model_master(tupe_model *m);
+/* Every parameter to or from the host as fp32, flat in the layout (through the master copy
+ * when there is one, so that nothing is lost to the bf16 working copy). */
+void tupe_model_params_get(tupe_model *m, float *flat);
+void tupe_model_params_put(tupe_model *m, const float *flat);
 void tupe_model_zero_grad(tupe_model *m);
 
 /* BERT initialization (spec §5) from the seed: N(0, initializer_range) for weights and

@@ -46,14 +46,14 @@ int tupe_adamw_create(tupe_adamw **out, tupe_model *m, const tupe_adamw_cfg *c, 
     size_t n = tupe_model_layout(m)->total;
     o->m = m;
     o->cfg = *c;
-    o->mem = be->alloc(be, 2 * n * (size_t)be->esize);
+    o->mem = be->alloc(be, 2 * n * (size_t)be->wsize);
     if (!o->mem) {
         free(o);
         return tupe_fail(e, TUPE_EFAIL, "out of memory for the optimizer state (%.1f MiB)",
-                         2.0 * (double)n * be->esize / (1 << 20));
+                         2.0 * (double)n * be->wsize / (1 << 20));
     }
     o->m1 = o->mem;
-    o->m2 = tupe_dev_at(be, o->mem, n);
+    o->m2 = tupe_dev_wat(be, o->mem, n);
     *out = o;
     return 0;
 }
@@ -99,7 +99,7 @@ void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo
         hi = lay->total;
     /* Runs of tensors with the same decay, over the flat buffers (the alignment gaps between
      * tensors hold zeros and stay zero), cut to [lo, hi). */
-    tupe_dev *p = tupe_model_params(m), *g = tupe_model_grads(m);
+    tupe_dev *p = tupe_model_params(m), *g = tupe_model_grads(m), *w = tupe_model_master(m);
     size_t i = 0;
     while (i < lay->count) {
         int nd = o->cfg.exclude_ln_bias && lay->t[i].no_decay;
@@ -112,7 +112,8 @@ void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo
         if (a1 > a0) {
             a.wd = nd ? 0.0 : o->cfg.weight_decay;
             be->adamw(be, tupe_dev_at(be, p, a0), tupe_dev_at(be, g, a0),
-                      tupe_dev_at(be, o->m1, a0), tupe_dev_at(be, o->m2, a0), a1 - a0, &a);
+                      tupe_dev_wat(be, o->m1, a0), tupe_dev_wat(be, o->m2, a0),
+                      tupe_dev_wat(be, w, a0), a1 - a0, &a);
         }
         i = j;
     }

@@ -39,7 +39,7 @@ const tupe_adamw_cfg *tupe_adamw_config(const tupe_adamw *o);
 /* Updates done so far (t of the bias correction); settable when resuming. */
 int64_t tupe_adamw_steps(const tupe_adamw *o);
 void tupe_adamw_set_steps(tupe_adamw *o, int64_t t);
-/* The moments (flat, in the parameter layout). */
+/* The moments (flat, in the parameter layout; wide buffers, backend.h). */
 tupe_dev *tupe_adamw_exp_avg(tupe_adamw *o);
 tupe_dev *tupe_adamw_exp_avg_sq(tupe_adamw *o);
 

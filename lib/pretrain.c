@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "checkpoint.h"
 #include "checksum.h"
 #include "fault.h"
@@ -156,6 +157,7 @@ typedef struct run {
     /* one micro-batch, packed for the model */
     int32_t *b_ids, *b_pos, *b_lab;
     uint32_t *seq;
+    int nccl;                    /* gradients all-reduced by NCCL: 0 not yet decided, 1, -1 */
 } run;
 
 static int alloc_buffers(run *r, int nseq, tupe_err *e)
@@ -492,12 +494,42 @@ static void log_line(FILE *f, const char *fmt, ...)
 
 /* ---- training --------------------------------------------------------------------------------- */
 
+#if defined(TUPE_HAVE_CUDA)
+/* NCCL for the gradients when asked (TUPE_NCCL=1) and the model is on a GPU: rank 0's id goes
+ * to every rank through the launcher's collectives. Else (-1) the host path below. */
+static int nccl_setup(run *r, tupe_err *e)
+{
+    tupe_backend *be = tupe_model_backend(r->m);
+    const char *v = getenv("TUPE_NCCL");
+    if (!v || strcmp(v, "1") != 0 || tupe_backend_cuda_device(be) < 0)
+        return -1;
+    char id[TUPE_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id);
+    int rc = r->rank == 0 ? tupe_backend_cuda_nccl_id(id, e) : 0;
+    int32_t bad = rc != 0;
+    if (tupe_comm_allmax_i32(r->comm, &bad, 1, e))
+        return 0;
+    if (bad)
+        return rc ? 0 : (tupe_fail(e, TUPE_EFAIL, "NCCL: rank 0 could not make an id"), 0);
+    if (tupe_comm_bcast(r->comm, id, sizeof id, 0, e) ||
+        tupe_backend_cuda_nccl_init(be, id, r->rank, r->world, e))
+        return 0;
+    return 1;
+}
+#endif
+
 static int grads_allreduce(run *r, float **host, tupe_err *e)
 {
     if (r->world == 1)
         return 0;
     tupe_backend *be = tupe_model_backend(r->m);
     size_t n = tupe_model_layout(r->m)->total;
+#if defined(TUPE_HAVE_CUDA)
+    if (r->nccl == 0 && (r->nccl = nccl_setup(r, e)) == 0)
+        return e->code ? e->code : TUPE_EFAIL;
+    if (r->nccl > 0)
+        return tupe_backend_cuda_allreduce(be, tupe_model_grads(r->m), n, e);
+#endif
     if (!*host && !(*host = malloc(n * sizeof **host)))
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     be->download(be, *host, tupe_model_grads(r->m), n, TUPE_F32);

@@ -52,7 +52,7 @@ done
         loss=$(sed 's/.*"val_loss":\([0-9.]*\).*/\1/' <<<"$last")
         bits=$(sed 's/.*"val_loss_bits":\([0-9.]*\).*/\1/' <<<"$last")
         acc=$(sed 's/.*"val_acc":\([0-9.]*\).*/\1/' <<<"$last")
-        curve=$(grep '"val_loss"' "$m" | sed 's/.*"val_loss":\([0-9.]*\).*/\1/' | awk '{ printf "%s%.3f", NR > 1 ? " " : "", $1 }')
+        curve=$(grep '"val_loss"' "$m" | sed 's/.*"val_loss":\([0-9.]*\).*/\1/' | awk '{ printf "%s%.3f", (NR > 1 ? " " : ""), $1 }')
         printf '| %s | %.4f | %.4f | %.2f%% | %s | %.0f |\n' "$v" "$loss" "$bits" "$(awk -v a="$acc" 'BEGIN { print 100 * a }')" \
             "$curve" "$(awk -v s="$(cat "$out/$v/done" 2>/dev/null || echo 0)" 'BEGIN { print s / 60 }')"
     done

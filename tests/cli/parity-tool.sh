@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The backend parity tool of tests/gpu/run.sh, run here on the CPU (cpu against cpu64) so that
+# the harness itself is tested where no GPU is: every operation of lib/backend.h, a training
+# step of each variant, a short loss curve; one PARITY line per comparison, a SUMMARY line, and
+# the exit status.
+. "$(dirname "$0")/lib.sh"
+X=$TUPE_BUILD/tests/tupe-parity
+
+run $X ops --ref cpu64 --dev cpu --small
+n=$(grep -c '^PARITY .* PASS$' $T/out)
+missing=
+for op in upload zero scale sumsq gemm linear_fwd linear_bwd act_fwd act_bwd ln_fwd ln_bwd \
+          resid_ln_fwd resid_ln_bwd embed_fwd embed_bwd attn_fwd attn_bwd bias_grad \
+          pos_bias_fwd pos_bias_bwd qk_pos_add qk_pos_grad gather_rows scatter_rows \
+          xent_fwd xent_bwd mse_fwd mse_bwd adamw; do
+    grep -q "^PARITY $op " $T/out || missing="$missing $op"
+done
+[ $rc = 0 ] && [ "$n" -ge 100 ] && ! grep -q FAIL $T/out && [ -z "$missing" ] && \
+    grep -q '^SUMMARY ops cpu vs cpu64: [0-9]* checks, 0 failed$' $T/out
+verdict "ops: every operation of the backend interface compared ($n comparisons${missing:+; missing:$missing})"
+
+ok_all=1
+for v in "bert-a" "bert-ad" "tupe-r" "tupe-a --tie-cls"; do
+    run $X step --ref cpu64 --dev cpu --model tiny --position $v --batch 2 --seq 13
+    [ $rc = 0 ] && grep -q '^PARITY step  *tiny/[a-z-]*[+a-z-]* *loss ' $T/out && \
+        grep -q '^PARITY step-grad .*word_embeddings' $T/out || ok_all=0
+done
+[ $ok_all = 1 ]
+verdict "step: loss, logits, gradient norm and every gradient of four variants"
+
+run $X curve --ref cpu64 --dev cpu --model tiny --steps 3 --batch 2 --seq 13
+[ $rc = 0 ] && [ "$(grep -c '^CURVE tiny step' $T/out)" = 3 ] && grep -q '^PARITY curve .* PASS$' $T/out
+verdict "curve: the loss of AdamW steps on both backends"
+
+run $X ops --ref cpu --dev nope
+[ $rc = 2 ] && has $T/err "--dev nope"
+verdict "an unknown backend is a setup error (exit 2)"
+exit $_failed

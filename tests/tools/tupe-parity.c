@@ -1,0 +1,998 @@
+/* Backend parity and GPU benchmark tool (a test helper, not installed). Compares a device
+ * backend against a reference backend on the same inputs and prints one line per comparison:
+ *
+ *   PARITY <op> <variant> <output> maxabs=X err=Y tol=Z PASS|FAIL
+ *
+ * (err: max |dev - ref| divided by the largest |ref| of the tensor). Exit status 1 when any
+ * comparison fails, 2 on a usage or setup error.
+ *
+ *   tupe-parity ops   --ref cpu --dev cuda [--small] [--only GROUP]
+ *                     every operation of lib/backend.h (GROUP: memory, gemm, linear, act, ln,
+ *                     embed, attn, pos, heads, adamw)
+ *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
+ *                     one training step: loss, logits, gradient norm, every parameter gradient
+ *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
+ *                     the loss curves of AdamW training from the same seed
+ *   tupe-parity bench --dev cuda --model bert-base --position bert-a --batch 64 --seq 128
+ *                     step time, tokens/s and MFU (of --peak TFLOP/s, default 989)
+ *
+ * On a machine without a GPU, `--ref cpu64 --dev cpu` exercises the harness itself (make
+ * check does). Inputs are pseudo-random from --seed; with a bf16 device the real-valued inputs
+ * are rounded to bf16 first, so that both backends see the same values. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "config.h"
+#include "model.h"
+#include "optim.h"
+
+/* ---- pseudo-random inputs --------------------------------------------------------------- */
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static uint64_t rnd64(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static double unif(void) { return (double)(rnd64() >> 11) * (1.0 / 9007199254740992.0); }
+static int irand(int n) { return (int)(rnd64() % (uint64_t)n); }
+
+static float bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return f;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- the pair of backends ---------------------------------------------------------------- */
+
+typedef struct pair {
+    tupe_backend *be[2];    /* 0: reference, 1: device */
+    int bf16;               /* the device stores bf16 */
+    int tf32;
+    int fails, checks;
+} pair;
+
+typedef struct buf {
+    tupe_dev *d[2];
+    size_t n;
+    int wide;
+} buf;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "tupe-parity: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+/* n random reals in [-a, a] (rounded to bf16 when the device stores bf16 and !wide). */
+static float *randv(const pair *P, size_t n, double a, int wide)
+{
+    float *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (float)((2 * unif() - 1) * a);
+        if (P->bf16 && !wide)
+            v[i] = bf16_round(v[i]);
+    }
+    return v;
+}
+
+static buf mk(pair *P, size_t n, int wide, const float *init)
+{
+    buf b = {{NULL, NULL}, n, wide};
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        b.d[s] = be->alloc(be, (n ? n : 1) * (size_t)(wide ? be->wsize : be->esize));
+        if (!b.d[s]) {
+            fprintf(stderr, "tupe-parity: out of device memory (%zu elements)\n", n);
+            exit(2);
+        }
+        if (init)
+            be->upload(be, b.d[s], init, n, TUPE_F32 | (wide ? TUPE_WIDE : 0));
+    }
+    return b;
+}
+
+static buf mkr(pair *P, size_t n, double a) /* random real buffer */
+{
+    float *v = randv(P, n, a, 0);
+    buf b = mk(P, n, 0, v);
+    free(v);
+    return b;
+}
+
+static buf mkw(pair *P, size_t n, double a) /* random wide buffer */
+{
+    float *v = randv(P, n, a, 1);
+    buf b = mk(P, n, 1, v);
+    free(v);
+    return b;
+}
+
+static buf mki(pair *P, const int32_t *v, size_t n)
+{
+    buf b = {{NULL, NULL}, n, 0};
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        b.d[s] = be->alloc(be, (n ? n : 1) * 4);
+        if (!b.d[s]) {
+            fprintf(stderr, "tupe-parity: out of device memory\n");
+            exit(2);
+        }
+        be->upload(be, b.d[s], v, n, TUPE_I32);
+    }
+    return b;
+}
+
+static void rel(pair *P, buf *b)
+{
+    for (int s = 0; s < 2; s++)
+        if (b->d[s])
+            P->be[s]->free(P->be[s], b->d[s]);
+    b->d[0] = b->d[1] = NULL;
+}
+
+static void verdict(pair *P, const char *op, const char *var, const char *out, double maxabs,
+                    double err, double tol)
+{
+    int bad = !(err <= tol);
+    P->checks++;
+    P->fails += bad;
+    printf("PARITY %-14s %-22s %-10s maxabs=%-10.3g err=%-10.3g tol=%-8.2g %s\n", op, var, out,
+           maxabs, err, tol, bad ? "FAIL" : "PASS");
+    fflush(stdout);
+}
+
+static int backend_error(pair *P, const char *op)
+{
+    for (int s = 0; s < 2; s++) {
+        tupe_err e;
+        tupe_backend *be = P->be[s];
+        if (be->check && be->check(be, &e)) {
+            printf("PARITY %-14s backend %s error: %s FAIL\n", op, be->name, e.msg);
+            P->fails++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Compares the n floats of two host arrays; err is relative to the largest |r|, or to floor
+ * when that is larger (tensors that are zero in exact arithmetic). */
+static void cmp_floor(pair *P, const char *op, const char *var, const char *out, const float *r,
+                      const float *d, size_t n, double tol, double floor)
+{
+    double big = 0, mabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)r[i]), y = fabs((double)d[i] - r[i]);
+        big = x > big ? x : big;
+        if (!(y <= mabs)) /* NaN counts as the worst */
+            mabs = y == y ? y : INFINITY;
+    }
+    big = big > floor ? big : floor;
+    verdict(P, op, var, out, mabs, big > 0 ? mabs / big : mabs, tol);
+}
+
+static void cmp_host(pair *P, const char *op, const char *var, const char *out, const float *r,
+                     const float *d, size_t n, double tol)
+{
+    cmp_floor(P, op, var, out, r, d, n, tol, 0);
+}
+
+static void cmp(pair *P, const char *op, const char *var, const char *out, const buf *b,
+                double tol)
+{
+    if (backend_error(P, op))
+        return;
+    float *h[2];
+    for (int s = 0; s < 2; s++) {
+        h[s] = xmalloc(b->n * sizeof(float));
+        P->be[s]->download(P->be[s], h[s], b->d[s], b->n, TUPE_F32 | (b->wide ? TUPE_WIDE : 0));
+    }
+    cmp_host(P, op, var, out, h[0], h[1], b->n, tol);
+    free(h[0]);
+    free(h[1]);
+}
+
+static void cmp_val(pair *P, const char *op, const char *var, const char *out, double r, double d,
+                    double tol)
+{
+    if (backend_error(P, op))
+        return;
+    double a = fabs(d - r);
+    verdict(P, op, var, out, a, fabs(r) > 0 ? a / fabs(r) : a, tol);
+}
+
+/* Tolerances: fp32 storage (exact fp32 products unless TF32), or bf16 storage. */
+static double TOL(const pair *P, double f32, double bf)
+{
+    if (P->bf16)
+        return bf;
+    return P->tf32 ? fmax(f32, 5e-3) : f32;
+}
+
+#define BOTH(...) \
+    do { \
+        for (int s_ = 0; s_ < 2; s_++) { \
+            tupe_backend *be = P->be[s_]; \
+            __VA_ARGS__; \
+        } \
+    } while (0)
+#define D(b) ((b).d[s_])
+#define IP(b) ((const int32_t *)(b).d[s_])
+
+static tupe_drop dropper(double p, uint32_t site, uint64_t base)
+{
+    tupe_drop d = {p, 0x1234567890abcdefull, 7, site, base};
+    return d;
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+typedef struct shape {
+    int B, T, H, dh, D, F, V, Vemb, M, nb;
+} shape;
+
+static void lengths_of(const shape *S, int32_t *len)
+{
+    for (int b = 0; b < S->B; b++) /* the first full, then shorter ones, the last of length 1 */
+        len[b] = b == 0 ? S->T : b == S->B - 1 ? 1 : S->T - (S->T * b) / S->B - 1;
+}
+
+static void ops_memory(pair *P)
+{
+    size_t n = 100003;
+    float *v = randv(P, n, 3, 0);
+    buf x = mk(P, n, 0, v);
+    cmp(P, "upload", "f32", "x", &x, 0);
+    double *w = xmalloc(n * sizeof *w);
+    for (size_t i = 0; i < n; i++)
+        w[i] = v[i];
+    BOTH(be->upload(be, D(x), w, n, TUPE_F64));
+    cmp(P, "upload", "f64", "x", &x, 0);
+    double ss[2];
+    BOTH(ss[s_] = be->sumsq(be, D(x), n));
+    cmp_val(P, "sumsq", "n=100003", "sum", ss[0], ss[1], TOL(P, 1e-6, 1e-6));
+    BOTH(be->scale(be, D(x), n, 0.37));
+    cmp(P, "scale", "0.37", "x", &x, TOL(P, 1e-6, 8e-3));
+    BOTH(be->zero(be, D(x), n / 2));
+    cmp(P, "zero", "half", "x", &x, TOL(P, 1e-6, 8e-3));
+    buf wb = mkw(P, 1001, 2);
+    cmp(P, "upload", "wide", "x", &wb, 0);
+    int32_t iv[777];
+    for (int i = 0; i < 777; i++)
+        iv[i] = (int32_t)rnd64();
+    buf ib = mki(P, iv, 777);
+    int32_t back[777];
+    int same = 1;
+    for (int s = 0; s < 2; s++) {
+        P->be[s]->download(P->be[s], back, ib.d[s], 777, TUPE_I32);
+        same &= memcmp(back, iv, sizeof iv) == 0;
+    }
+    verdict(P, "upload", "i32", "x", same ? 0 : 1, same ? 0 : 1, 0);
+    rel(P, &x), rel(P, &wb), rel(P, &ib);
+    free(v);
+    free(w);
+}
+
+static void ops_gemm(pair *P)
+{
+    int M = 77, N = 96, K = 64;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 1;
+            buf A = mkr(P, (size_t)(ta ? K : M) * lda, 1);
+            buf Bm = mkr(P, (size_t)(tb ? N : K) * ldb, 1);
+            buf C = mkr(P, (size_t)M * ldc, 1);
+            BOTH(be->gemm(be, ta, tb, M, N, K, 0.5, D(A), lda, D(Bm), ldb, 1.0, D(C), ldc));
+            char var[32];
+            snprintf(var, sizeof var, "ta=%d tb=%d beta=1", ta, tb);
+            cmp(P, "gemm", var, "C", &C, TOL(P, 1e-5, 8e-3));
+            BOTH(be->gemm(be, ta, tb, M, N, K, 1.0, D(A), lda, D(Bm), ldb, 0.0, D(C), ldc));
+            snprintf(var, sizeof var, "ta=%d tb=%d beta=0", ta, tb);
+            cmp(P, "gemm", var, "C", &C, TOL(P, 1e-5, 8e-3));
+            rel(P, &A), rel(P, &Bm), rel(P, &C);
+        }
+}
+
+static void ops_linear(pair *P, const shape *S)
+{
+    int N = S->B * S->T, in = S->D, out = S->F;
+    static const struct { int act, bias; double p; const char *name; } v[] = {
+        {TUPE_ACT_GELU, 1, 0.1, "gelu+bias+drop"},
+        {TUPE_ACT_NONE, 0, 0, "none,no-bias"},
+        {TUPE_ACT_TANH, 1, 0, "tanh+bias"},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        buf x = mkr(P, (size_t)N * in, 1), W = mkr(P, (size_t)out * in, 0.05);
+        buf b = mkr(P, (size_t)out, 0.5), y = mk(P, (size_t)N * out, 0, NULL);
+        buf a = mk(P, (size_t)N * out, 0, NULL);
+        tupe_drop d = dropper(v[k].p, 3, 1000);
+        BOTH(be->linear_fwd(be, D(y), D(a), D(x), D(W), v[k].bias ? D(b) : NULL, N, in, out,
+                            v[k].act, &d));
+        cmp(P, "linear_fwd", v[k].name, "y", &y, TOL(P, 1e-5, 8e-3));
+        if (v[k].act != TUPE_ACT_NONE)
+            cmp(P, "linear_fwd", v[k].name, "a", &a, TOL(P, 1e-5, 8e-3));
+        rel(P, &x), rel(P, &W), rel(P, &b), rel(P, &y), rel(P, &a);
+    }
+    for (int k = 0; k < 3; k++) {
+        static const char *names[] = {"dx_beta=0", "dx_beta=1", "no-db,no-dx"};
+        buf dy = mkr(P, (size_t)N * out, 1), x = mkr(P, (size_t)N * in, 1);
+        buf W = mkr(P, (size_t)out * in, 0.05), dW = mkr(P, (size_t)out * in, 0.1);
+        buf db = mkr(P, (size_t)out, 0.1), dx = mkr(P, (size_t)N * in, 1);
+        BOTH(be->linear_bwd(be, k == 2 ? NULL : D(dx), k == 1 ? 1.0 : 0.0, D(dW),
+                            k == 2 ? NULL : D(db), D(dy), D(x), D(W), N, in, out));
+        cmp(P, "linear_bwd", names[k], "dW", &dW, TOL(P, 1e-5, 8e-3));
+        if (k != 2) {
+            cmp(P, "linear_bwd", names[k], "db", &db, TOL(P, 1e-5, 8e-3));
+            cmp(P, "linear_bwd", names[k], "dx", &dx, TOL(P, 1e-5, 8e-3));
+        }
+        rel(P, &dy), rel(P, &x), rel(P, &W), rel(P, &dW), rel(P, &db), rel(P, &dx);
+    }
+}
+
+static void ops_act(pair *P)
+{
+    size_t n = 50021;
+    static const struct { int act; double p; int with_a; const char *name; } v[] = {
+        {TUPE_ACT_GELU, 0.1, 1, "gelu+drop"},
+        {TUPE_ACT_TANH, 0, 0, "tanh"},
+        {TUPE_ACT_NONE, 0.2, 1, "none+drop"},
+        {TUPE_ACT_GELU, 0, 0, "gelu"},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        buf y = mkr(P, n, 4), a = mk(P, n, 0, NULL), d = mkr(P, n, 1);
+        tupe_drop dr = dropper(v[k].p, 9, 12345);
+        BOTH(be->act_fwd(be, D(a), D(y), n, v[k].act, &dr));
+        cmp(P, "act_fwd", v[k].name, "a", &a, TOL(P, 1e-6, 8e-3));
+        BOTH(be->zero(be, D(a), n));
+        BOTH(be->act_bwd(be, D(d), v[k].with_a ? D(a) : NULL, D(y), n, v[k].act, &dr));
+        cmp(P, "act_bwd", v[k].name, "d", &d, TOL(P, 1e-6, 8e-3));
+        if (v[k].with_a)
+            cmp(P, "act_bwd", v[k].name, "a", &a, TOL(P, 1e-6, 8e-3));
+        rel(P, &y), rel(P, &a), rel(P, &d);
+    }
+}
+
+static void ops_ln(pair *P, const shape *S)
+{
+    int N = S->B * S->T, Dd = S->D;
+    size_t n = (size_t)N * Dd;
+    buf x = mkr(P, n, 2), g = mkr(P, (size_t)Dd, 1), b = mkr(P, (size_t)Dd, 0.5);
+    buf y = mk(P, n, 0, NULL), xh = mk(P, n, 0, NULL), rs = mk(P, (size_t)N, 1, NULL);
+    BOTH(be->ln_fwd(be, D(y), D(xh), D(rs), D(x), D(g), D(b), N, Dd, 1e-5));
+    cmp(P, "ln_fwd", "", "y", &y, TOL(P, 1e-5, 8e-3));
+    cmp(P, "ln_fwd", "", "xhat", &xh, TOL(P, 1e-5, 8e-3));
+    cmp(P, "ln_fwd", "", "rstd", &rs, TOL(P, 1e-5, 1e-4));
+    for (int k = 0; k < 2; k++) {
+        buf dy = mkr(P, n, 1), dx = mkr(P, n, 1), dg = mkr(P, (size_t)Dd, 1), db = mkr(P, (size_t)Dd, 1);
+        BOTH(be->ln_bwd(be, D(dx), k, D(dg), D(db), D(dy), D(xh), D(rs), D(g), N, Dd));
+        const char *var = k ? "dx_beta=1" : "dx_beta=0";
+        cmp(P, "ln_bwd", var, "dx", &dx, TOL(P, 1e-5, 2e-2));
+        cmp(P, "ln_bwd", var, "dgamma", &dg, TOL(P, 1e-5, 8e-3));
+        cmp(P, "ln_bwd", var, "dbeta", &db, TOL(P, 1e-5, 8e-3));
+        rel(P, &dy), rel(P, &dx), rel(P, &dg), rel(P, &db);
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *var = k ? "no-bias,no-drop" : "bias+drop";
+        buf res = mkr(P, n, 1), a = mkr(P, n, 1), bias = mkr(P, (size_t)Dd, 0.5);
+        tupe_drop dr = dropper(k ? 0 : 0.1, 21, 77);
+        BOTH(be->resid_ln_fwd(be, D(y), D(xh), D(rs), D(res), D(a), k ? NULL : D(bias), D(g), D(b),
+                              N, Dd, 1e-5, &dr));
+        cmp(P, "resid_ln_fwd", var, "y", &y, TOL(P, 1e-5, 8e-3));
+        cmp(P, "resid_ln_fwd", var, "xhat", &xh, TOL(P, 1e-5, 8e-3));
+        cmp(P, "resid_ln_fwd", var, "rstd", &rs, TOL(P, 1e-5, 1e-2));
+        buf dy = mkr(P, n, 1), dsum = mk(P, n, 0, NULL), dbr = mk(P, n, 0, NULL);
+        buf dg = mkr(P, (size_t)Dd, 1), db = mkr(P, (size_t)Dd, 1);
+        BOTH(be->resid_ln_bwd(be, D(dsum), D(dbr), D(dg), D(db), D(dy), D(xh), D(rs), D(g), N, Dd,
+                              &dr));
+        cmp(P, "resid_ln_bwd", var, "dsum", &dsum, TOL(P, 1e-5, 2e-2));
+        cmp(P, "resid_ln_bwd", var, "dbranch", &dbr, TOL(P, 1e-5, 2e-2));
+        cmp(P, "resid_ln_bwd", var, "dgamma", &dg, TOL(P, 1e-5, 8e-3));
+        cmp(P, "resid_ln_bwd", var, "dbeta", &db, TOL(P, 1e-5, 8e-3));
+        rel(P, &res), rel(P, &a), rel(P, &bias), rel(P, &dy), rel(P, &dsum), rel(P, &dbr);
+        rel(P, &dg), rel(P, &db);
+    }
+    rel(P, &x), rel(P, &g), rel(P, &b), rel(P, &y), rel(P, &xh), rel(P, &rs);
+}
+
+static void ops_embed(pair *P, const shape *S)
+{
+    int B = S->B, T = S->T, Dd = S->D, N = B * T, V = S->Vemb, nt = 2;
+    size_t n = (size_t)N * Dd;
+    int32_t *ids = xmalloc((size_t)N * 4), *types = xmalloc((size_t)N * 4), len[64];
+    for (int r = 0; r < N; r++) {
+        ids[r] = irand(V / 4 + 1) * 4 % V; /* repeated ids: the scatter must sum them */
+        types[r] = irand(nt);
+    }
+    lengths_of(S, len);
+    buf bids = mki(P, ids, (size_t)N), btypes = mki(P, types, (size_t)N), blen = mki(P, len, (size_t)B);
+    buf word = mkr(P, (size_t)V * Dd, 1), pos = mkr(P, (size_t)T * Dd, 1), tt = mkr(P, (size_t)nt * Dd, 1);
+    buf g = mkr(P, (size_t)Dd, 1), b = mkr(P, (size_t)Dd, 0.5);
+    for (int k = 0; k < 2; k++) {
+        const char *var = k ? "word-only" : "pos+types+drop";
+        buf y = mkr(P, n, 1), xh = mkr(P, n, 1), rs = mk(P, (size_t)N, 1, NULL);
+        tupe_drop dr = dropper(k ? 0 : 0.1, 1, 0);
+        BOTH(be->embed_fwd(be, D(y), D(xh), D(rs), IP(bids), k ? NULL : IP(btypes), IP(blen), D(word),
+                           k ? NULL : D(pos), k ? NULL : D(tt), D(g), D(b), B, T, Dd, 1e-5, &dr));
+        cmp(P, "embed_fwd", var, "y", &y, TOL(P, 1e-5, 8e-3));
+        cmp(P, "embed_fwd", var, "xhat", &xh, TOL(P, 1e-5, 8e-3));
+        cmp(P, "embed_fwd", var, "rstd", &rs, TOL(P, 1e-5, 1e-2));
+        buf dy = mkr(P, n, 1), scr = mk(P, n, 0, NULL);
+        buf dw = mkr(P, (size_t)V * Dd, 0.1), dp = mkr(P, (size_t)T * Dd, 0.1);
+        buf dt = mkr(P, (size_t)nt * Dd, 0.1), dg = mkr(P, (size_t)Dd, 0.1), db = mkr(P, (size_t)Dd, 0.1);
+        BOTH(be->embed_bwd(be, D(dw), k ? NULL : D(dp), k ? NULL : D(dt), D(dg), D(db), D(dy), D(xh),
+                           D(rs), D(g), IP(bids), k ? NULL : IP(btypes), IP(blen), B, T, Dd, V, nt,
+                           &dr, D(scr)));
+        cmp(P, "embed_bwd", var, "dword", &dw, TOL(P, 1e-5, 2e-2));
+        if (!k) {
+            cmp(P, "embed_bwd", var, "dpos", &dp, TOL(P, 1e-5, 2e-2));
+            cmp(P, "embed_bwd", var, "dtt", &dt, TOL(P, 1e-5, 2e-2));
+        }
+        cmp(P, "embed_bwd", var, "dgamma", &dg, TOL(P, 1e-5, 8e-3));
+        cmp(P, "embed_bwd", var, "dbeta", &db, TOL(P, 1e-5, 8e-3));
+        rel(P, &y), rel(P, &xh), rel(P, &rs), rel(P, &dy), rel(P, &scr), rel(P, &dw), rel(P, &dp);
+        rel(P, &dt), rel(P, &dg), rel(P, &db);
+    }
+    rel(P, &bids), rel(P, &btypes), rel(P, &blen), rel(P, &word), rel(P, &pos), rel(P, &tt);
+    rel(P, &g), rel(P, &b);
+    free(ids);
+    free(types);
+}
+
+static void ops_attn(pair *P, const shape *S)
+{
+    int B = S->B, T = S->T, H = S->H, dh = S->dh, Dd = H * dh, N = B * T;
+    int32_t len[64];
+    lengths_of(S, len);
+    buf blen = mki(P, len, (size_t)B);
+    double alpha = 1.0 / sqrt((double)dh);
+    tupe_dev *scr[2];
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        scr[s] = be->alloc(be, (be->attn_scratch(be, T) + 1) * (size_t)be->esize);
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *var = k ? "no-bias,no-drop" : "bias+drop";
+        buf qkv = mkr(P, (size_t)N * 3 * Dd, 2), bias = mkw(P, (size_t)H * T * T, 1);
+        buf ctx = mk(P, (size_t)N * Dd, 0, NULL), probs = mk(P, (size_t)B * H * T * T, 0, NULL);
+        tupe_drop dr = dropper(k ? 0 : 0.1, 33, 5);
+        BOTH(be->attn_fwd(be, D(ctx), D(probs), D(qkv), k ? NULL : D(bias), IP(blen), B, T, H, dh,
+                          alpha, &dr, scr[s_]));
+        cmp(P, "attn_fwd", var, "probs", &probs, TOL(P, 1e-5, 1e-2));
+        cmp(P, "attn_fwd", var, "ctx", &ctx, TOL(P, 1e-5, 1e-2));
+        buf dctx = mkr(P, (size_t)N * Dd, 1), dqkv = mkr(P, (size_t)N * 3 * Dd, 1);
+        BOTH(be->attn_bwd(be, D(dqkv), D(probs), D(dctx), D(qkv), IP(blen), B, T, H, dh, alpha, &dr,
+                          scr[s_]));
+        cmp(P, "attn_bwd", var, "dS", &probs, TOL(P, 1e-5, 3e-2));
+        cmp(P, "attn_bwd", var, "dqkv", &dqkv, TOL(P, 1e-5, 3e-2));
+        buf G = mkw(P, (size_t)H * T * T, 0.1);
+        BOTH(be->bias_grad(be, D(G), D(probs), B, H, T));
+        cmp(P, "bias_grad", var, "G", &G, TOL(P, 1e-5, 3e-2));
+        rel(P, &qkv), rel(P, &bias), rel(P, &ctx), rel(P, &probs), rel(P, &dctx), rel(P, &dqkv);
+        rel(P, &G);
+    }
+    for (int s = 0; s < 2; s++)
+        P->be[s]->free(P->be[s], scr[s]);
+    rel(P, &blen);
+}
+
+static void ops_pos(pair *P, const shape *S)
+{
+    int T = S->T, H = S->H, T1 = T + 1, ldb = T + 5, nb = S->nb, Dd = S->D, B = S->B;
+    int32_t *bk = xmalloc((size_t)T * ldb * 4);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < ldb; j++) /* bucket by distance, capped: many entries per bucket */
+            bk[(size_t)i * ldb + j] = abs(i - j) < nb ? abs(i - j) : nb - 1;
+    buf bb = mki(P, bk, (size_t)T * ldb);
+    static const struct { int A, rel, reset; const char *name; } v[] = {
+        {1, 0, 1, "A,reset"}, {1, 0, 0, "A"}, {0, 1, 0, "rel"}, {1, 1, 1, "A+rel,reset"}};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        buf A = mkr(P, (size_t)H * T1 * T1, 1), R = mkr(P, (size_t)nb * H, 1);
+        buf bias = mkw(P, (size_t)H * T * T, 1);
+        BOTH(be->pos_bias_fwd(be, D(bias), v[k].A ? D(A) : NULL, v[k].rel ? D(R) : NULL, IP(bb), ldb,
+                              T, H, v[k].reset));
+        cmp(P, "pos_bias_fwd", v[k].name, "bias", &bias, TOL(P, 1e-6, 1e-2));
+        buf G = mkw(P, (size_t)H * T * T, 1), dA = mkr(P, (size_t)H * T1 * T1, 1);
+        buf dR = mkr(P, (size_t)nb * H, 1);
+        BOTH(be->pos_bias_bwd(be, v[k].A ? D(dA) : NULL, v[k].rel ? D(dR) : NULL, D(G), IP(bb), ldb,
+                              T, H, v[k].reset));
+        if (v[k].A)
+            cmp(P, "pos_bias_bwd", v[k].name, "dA", &dA, TOL(P, 1e-5, 1e-2));
+        if (v[k].rel)
+            cmp(P, "pos_bias_bwd", v[k].name, "drel", &dR, TOL(P, 1e-5, 2e-2));
+        rel(P, &A), rel(P, &R), rel(P, &bias), rel(P, &G), rel(P, &dA), rel(P, &dR);
+    }
+    free(bk);
+    rel(P, &bb);
+    size_t n = (size_t)B * T * 3 * Dd;
+    buf qkv = mkr(P, n, 1), pq = mkr(P, (size_t)T * Dd, 1), pk = mkr(P, (size_t)T * Dd, 1);
+    BOTH(be->qk_pos_add(be, D(qkv), D(pq), D(pk), B, T, Dd));
+    cmp(P, "qk_pos_add", "", "qkv", &qkv, TOL(P, 1e-7, 8e-3));
+    BOTH(be->qk_pos_grad(be, D(pq), D(pk), D(qkv), B, T, Dd));
+    cmp(P, "qk_pos_grad", "", "dpq", &pq, TOL(P, 1e-6, 2e-2));
+    cmp(P, "qk_pos_grad", "", "dpk", &pk, TOL(P, 1e-6, 2e-2));
+    rel(P, &qkv), rel(P, &pq), rel(P, &pk);
+}
+
+static void ops_heads(pair *P, const shape *S)
+{
+    int M = S->M, V = S->V, Dd = S->D, N = S->B * S->T;
+    int32_t *idx = xmalloc((size_t)N * 4);
+    for (int i = 0; i < N; i++)
+        idx[i] = i;
+    for (int i = N - 1; i > 0; i--) { /* a random permutation: distinct indices */
+        int j = irand(i + 1), t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    buf bi = mki(P, idx, (size_t)M), src = mkr(P, (size_t)N * Dd, 1), dst = mkr(P, (size_t)M * Dd, 1);
+    BOTH(be->gather_rows(be, D(dst), D(src), IP(bi), M, Dd));
+    cmp(P, "gather_rows", "", "dst", &dst, 0);
+    BOTH(be->scatter_rows(be, D(src), D(dst), IP(bi), M, Dd));
+    cmp(P, "scatter_rows", "", "dst", &src, TOL(P, 1e-7, 8e-3));
+    rel(P, &bi), rel(P, &src), rel(P, &dst);
+
+    int32_t *lab = xmalloc((size_t)M * 4);
+    float *lg = randv(P, (size_t)M * V, 4, 0);
+    for (int m = 0; m < M; m++) {
+        lab[m] = irand(V);
+        if (m % 3 == 0) /* a tie for the maximum: the first one counts */
+            lg[(size_t)m * V + lab[m]] = lg[(size_t)m * V + (lab[m] + 1) % V] = 9;
+        if (m % 3 == 1)
+            lg[(size_t)m * V + lab[m]] = 8;
+    }
+    buf bl = mki(P, lab, (size_t)M), logits = mk(P, (size_t)M * V, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
+    double loss[2];
+    int64_t ok[2];
+    BOTH(loss[s_] = be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, &ok[s_]));
+    cmp_val(P, "xent_fwd", "", "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
+    cmp_val(P, "xent_fwd", "", "correct", (double)ok[0], (double)ok[1], 0);
+    cmp(P, "xent_fwd", "", "lse", &lse, TOL(P, 1e-6, 1e-4));
+    BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, 1.0 / M));
+    cmp(P, "xent_bwd", "in-place", "dlogits", &logits, TOL(P, 1e-5, 1e-2));
+    rel(P, &bl), rel(P, &logits), rel(P, &lse);
+    free(lg);
+    free(lab);
+    free(idx);
+
+    int Mm = 64;
+    buf pred = mkr(P, (size_t)Mm, 2), tgt = mkw(P, (size_t)Mm, 2), dp = mk(P, (size_t)Mm, 0, NULL);
+    double se[2];
+    BOTH(se[s_] = be->mse_fwd(be, D(pred), D(tgt), Mm));
+    cmp_val(P, "mse_fwd", "", "sum", se[0], se[1], TOL(P, 1e-12, 1e-12));
+    BOTH(be->mse_bwd(be, D(dp), D(pred), D(tgt), Mm, 0.25));
+    cmp(P, "mse_bwd", "", "dpred", &dp, TOL(P, 1e-7, 8e-3));
+    rel(P, &pred), rel(P, &tgt), rel(P, &dp);
+}
+
+static void ops_adamw(pair *P)
+{
+    size_t n = 10001;
+    float *p0 = randv(P, n, 1, 0);
+    buf p = mk(P, n, 0, p0), g = mkr(P, n, 1), m = mkw(P, n, 0.1), v = mkw(P, n, 0);
+    float *vv = randv(P, n, 0.01, 1);
+    for (size_t i = 0; i < n; i++)
+        vv[i] = vv[i] * vv[i];
+    BOTH(be->upload(be, D(v), vv, n, TUPE_F32 | TUPE_WIDE));
+    /* The device keeps a master copy when its parameters are narrower. */
+    tupe_dev *master = NULL;
+    tupe_backend *dev = P->be[1];
+    if (dev->wsize > dev->esize) {
+        master = dev->alloc(dev, n * (size_t)dev->wsize);
+        dev->upload(dev, master, p0, n, TUPE_F32 | TUPE_WIDE);
+    }
+    tupe_adamw_args a = {1e-3, 0.01, 0.9, 0.999, 1e-6, 1e-3 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9),
+                         0.5};
+    for (int it = 0; it < 2; it++)
+        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a));
+    cmp(P, "adamw", "2 steps", "p", &p, TOL(P, 1e-6, 8e-3));
+    cmp(P, "adamw", "2 steps", "m", &m, TOL(P, 1e-4, 1e-4));
+    cmp(P, "adamw", "2 steps", "v", &v, TOL(P, 1e-4, 1e-4));
+    if (master) {
+        float *h[2] = {xmalloc(n * 4), xmalloc(n * 4)};
+        P->be[0]->download(P->be[0], h[0], p.d[0], n, TUPE_F32);
+        dev->download(dev, h[1], master, n, TUPE_F32 | TUPE_WIDE);
+        cmp_host(P, "adamw", "2 steps", "master", h[0], h[1], n, 1e-6);
+        free(h[0]);
+        free(h[1]);
+        dev->free(dev, master);
+    }
+    rel(P, &p), rel(P, &g), rel(P, &m), rel(P, &v);
+    free(p0);
+    free(vv);
+}
+
+static int cmd_ops(pair *P, int small, const char *only)
+{
+    shape full = {4, 77, 12, 64, 768, 3072, 30522, 2000, 46, 32};
+    shape tiny = {3, 13, 2, 8, 16, 40, 97, 50, 7, 6};
+    const shape *S = small ? &tiny : &full;
+    static const char *const groups[] = {"memory", "gemm", "linear", "act", "ln",
+                                         "embed", "attn", "pos", "heads", "adamw"};
+    int any = 0;
+    for (int g = 0; g < 10; g++) {
+        if (only && strcmp(only, groups[g]) != 0)
+            continue;
+        any = 1;
+        switch (g) {
+        case 0: ops_memory(P); break;
+        case 1: ops_gemm(P); break;
+        case 2: ops_linear(P, S); break;
+        case 3: ops_act(P); break;
+        case 4: ops_ln(P, S); break;
+        case 5: ops_embed(P, S); break;
+        case 6: ops_attn(P, S); break;
+        case 7: ops_pos(P, S); break;
+        case 8: ops_heads(P, S); break;
+        default: ops_adamw(P); break;
+        }
+    }
+    if (!any) {
+        fprintf(stderr, "tupe-parity: --only: memory, gemm, linear, act, ln, embed, attn, pos, "
+                        "heads or adamw\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- model steps ----------------------------------------------------------------------------- */
+
+typedef struct mbatch {
+    int B, T, M;
+    int32_t *ids, *len, *mpos, *mlab;
+} mbatch;
+
+static void make_batch(mbatch *b, int B, int T, int V, uint64_t seed)
+{
+    uint64_t keep = rng_state;
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    b->B = B, b->T = T;
+    b->ids = xmalloc((size_t)B * T * 4);
+    b->len = xmalloc((size_t)B * 4);
+    b->mpos = xmalloc((size_t)B * T * 4);
+    b->mlab = xmalloc((size_t)B * T * 4);
+    b->M = 0;
+    for (int s = 0; s < B; s++) {
+        b->len[s] = s == 0 ? T : T - 1 - irand(T / 2);
+        for (int t = 0; t < T; t++) {
+            int id = t == 0 ? 2 : 5 + irand(V - 5);
+            b->ids[s * T + t] = t < b->len[s] ? id : 0;
+            if (t < b->len[s] && unif() < 0.15) {
+                b->mpos[b->M] = s * T + t;
+                b->mlab[b->M++] = id;
+                b->ids[s * T + t] = 4;
+            }
+        }
+    }
+    rng_state = keep;
+}
+
+static void free_batch(mbatch *b)
+{
+    free(b->ids), free(b->len), free(b->mpos), free(b->mlab);
+}
+
+static int load_cfg(tupe_config *c, const char *model, const char *position, int tie_cls, int V)
+{
+    tupe_err e;
+    if (tupe_config_load(c, model, &e)) {
+        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        return 2;
+    }
+    if (position) {
+        int p = tupe_position_parse(position);
+        if (p < 0) {
+            fprintf(stderr, "tupe-parity: unknown position '%s'\n", position);
+            return 2;
+        }
+        c->position = p;
+    }
+    if (tie_cls)
+        c->untie_cls = 0;
+    c->vocab_size = V;
+    return 0;
+}
+
+static int make_models(pair *P, const tupe_config *c, int B, int T, int M, tupe_model *m[2],
+                       uint64_t seed)
+{
+    tupe_capacity cap = {B, T, M};
+    for (int s = 0; s < 2; s++) {
+        tupe_err e;
+        if (tupe_model_create(&m[s], c, P->be[s], &cap, &e) || tupe_model_init(m[s], seed, &e)) {
+            fprintf(stderr, "tupe-parity: %s: %s\n", P->be[s]->name, e.msg);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int fwd_bwd(tupe_model *m, const mbatch *b, uint32_t step, double *loss)
+{
+    tupe_batch tb;
+    memset(&tb, 0, sizeof tb);
+    tb.B = b->B, tb.T = b->T, tb.ids = b->ids, tb.lengths = b->len;
+    tb.M = b->M, tb.mask_pos = b->mpos, tb.mask_label = b->mlab;
+    tupe_step st = {42, step};
+    tupe_fwd_out out;
+    tupe_err e;
+    tupe_model_zero_grad(m);
+    if (tupe_model_forward(m, &tb, &st, &out, &e) || tupe_model_backward(m, &e)) {
+        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        return 2;
+    }
+    *loss = out.loss;
+    return 0;
+}
+
+static int cmd_step(pair *P, const char *model, const char *position, int tie_cls, int B, int T)
+{
+    tupe_config c;
+    int V = 1000, rc;
+    if ((rc = load_cfg(&c, model, position, tie_cls, V)))
+        return rc;
+    mbatch b;
+    make_batch(&b, B, T, V, 1);
+    tupe_model *m[2];
+    if ((rc = make_models(P, &c, B, T, B * T, m, 7)))
+        return rc;
+    char var[64];
+    snprintf(var, sizeof var, "%s/%s%s", model, tupe_position_name(c.position),
+             tie_cls ? "+tie-cls" : "");
+    double loss[2];
+    float *lg[2];
+    size_t nl = 0;
+    for (int s = 0; s < 2; s++) {
+        tupe_batch tb;
+        memset(&tb, 0, sizeof tb);
+        tb.B = B, tb.T = T, tb.ids = b.ids, tb.lengths = b.len, tb.M = b.M;
+        tb.mask_pos = b.mpos, tb.mask_label = b.mlab;
+        tupe_step st = {42, 3};
+        tupe_fwd_out out;
+        tupe_err e;
+        tupe_model_zero_grad(m[s]);
+        if (tupe_model_forward(m[s], &tb, &st, &out, &e)) {
+            fprintf(stderr, "tupe-parity: %s\n", e.msg);
+            return 2;
+        }
+        loss[s] = out.loss;
+        nl = (size_t)b.M * V;
+        lg[s] = xmalloc(nl * 4);
+        if (tupe_model_probe(m[s], TUPE_PROBE_LOGITS, 0, lg[s], nl, &e) ||
+            tupe_model_backward(m[s], &e)) {
+            fprintf(stderr, "tupe-parity: %s\n", e.msg);
+            return 2;
+        }
+    }
+    cmp_val(P, "step", var, "loss", loss[0], loss[1], TOL(P, 1e-5, 1e-2));
+    cmp_host(P, "step", var, "logits", lg[0], lg[1], nl, TOL(P, 1e-4, 3e-2));
+    cmp_val(P, "step", var, "grad_norm", tupe_grad_norm(m[0]), tupe_grad_norm(m[1]),
+            TOL(P, 1e-4, 3e-2));
+    const tupe_layout *lay = tupe_model_layout(m[0]);
+    float *g[2];
+    for (int s = 0; s < 2; s++) {
+        g[s] = xmalloc(lay->total * 4);
+        P->be[s]->download(P->be[s], g[s], tupe_model_grads(m[s]), lay->total, TUPE_F32);
+    }
+    /* Some gradients vanish in exact arithmetic (the key biases: softmax rows are invariant
+     * to them); their errors are measured against the largest gradient of the model. */
+    double gmax = 0;
+    for (size_t i = 0; i < lay->total; i++)
+        gmax = fmax(gmax, fabs((double)g[0][i]));
+    for (size_t i = 0; i < lay->count; i++) {
+        const tupe_param *p = &lay->t[i];
+        cmp_floor(P, "step-grad", var, p->name, g[0] + p->offset, g[1] + p->offset, p->numel,
+                  TOL(P, 1e-3, 6e-2), 1e-2 * gmax);
+    }
+    for (int s = 0; s < 2; s++) {
+        free(g[s]);
+        free(lg[s]);
+        tupe_model_free(m[s]);
+    }
+    free_batch(&b);
+    return 0;
+}
+
+static int cmd_curve(pair *P, const char *model, const char *position, int steps, int B, int T)
+{
+    tupe_config c;
+    int V = 1000, rc;
+    if ((rc = load_cfg(&c, model, position, 0, V)))
+        return rc;
+    tupe_model *m[2];
+    if ((rc = make_models(P, &c, B, T, B * T, m, 11)))
+        return rc;
+    tupe_adamw *o[2];
+    tupe_adamw_cfg ac;
+    tupe_adamw_defaults(&ac);
+    for (int s = 0; s < 2; s++) {
+        tupe_err e;
+        if (tupe_adamw_create(&o[s], m[s], &ac, &e)) {
+            fprintf(stderr, "tupe-parity: %s\n", e.msg);
+            return 2;
+        }
+    }
+    double worst = 0, first[2] = {0, 0}, last[2] = {0, 0};
+    for (int t = 1; t <= steps; t++) {
+        mbatch b;
+        make_batch(&b, B, T, V, 100 + (uint64_t)t);
+        double loss[2];
+        for (int s = 0; s < 2; s++) {
+            if ((rc = fwd_bwd(m[s], &b, (uint32_t)t, &loss[s])))
+                return rc;
+            tupe_adamw_step(o[s], 5e-4, tupe_grad_norm(m[s]));
+        }
+        double d = fabs(loss[1] - loss[0]) / fabs(loss[0]);
+        worst = d > worst ? d : worst;
+        if (t == 1)
+            first[0] = loss[0], first[1] = loss[1];
+        last[0] = loss[0], last[1] = loss[1];
+        printf("CURVE %s step %d ref %.6f dev %.6f\n", model, t, loss[0], loss[1]);
+        free_batch(&b);
+    }
+    char var[64];
+    snprintf(var, sizeof var, "%s/%d steps", model, steps);
+    verdict(P, "curve", var, "loss", worst, worst, TOL(P, 2e-3, 3e-2));
+    printf("CURVE %s loss %.4f -> %.4f (ref), %.4f -> %.4f (dev)\n", model, first[0], last[0],
+           first[1], last[1]);
+    for (int s = 0; s < 2; s++) {
+        tupe_adamw_free(o[s]);
+        tupe_model_free(m[s]);
+    }
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmd_bench(tupe_backend *be, const char *model, const char *position, int B, int T,
+                     int steps, double peak)
+{
+    tupe_config c;
+    tupe_err e;
+    int rc;
+    if ((rc = load_cfg(&c, model, position, 0, 30522)))
+        return rc;
+    tupe_capacity cap = {B, T, B * T};
+    tupe_model *m;
+    tupe_adamw *o;
+    tupe_adamw_cfg ac;
+    tupe_adamw_defaults(&ac);
+    if (tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
+        tupe_adamw_create(&o, m, &ac, &e)) {
+        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        return 2;
+    }
+    mbatch b;
+    make_batch(&b, B, T, 30522, 5);
+    double t0 = 0, loss = 0;
+    for (int t = 0; t < steps + 2; t++) {
+        if (t == 2)
+            t0 = now();
+        if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
+            return rc;
+        tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
+    }
+    double dt = (now() - t0) / steps;
+    double params = (double)tupe_model_layout(m)->nparams, tok = (double)B * T;
+    double flops = 6 * params * tok + 12.0 * c.num_layers * (double)B * T * T * c.hidden_size;
+    printf("BENCH %s %s %s seq=%d batch=%d step_ms=%.2f tokens_per_s=%.0f tflops=%.1f mfu=%.1f%% "
+           "loss=%.3f\n", be->name, model, tupe_position_name(c.position), T, B, dt * 1e3,
+           tok / dt, flops / dt / 1e12, 100 * flops / dt / (peak * 1e12), loss);
+    free_batch(&b);
+    tupe_adamw_free(o);
+    tupe_model_free(m);
+    return 0;
+}
+
+/* ---- command line --------------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: tupe-parity ops|step|curve|bench [--ref NAME] [--dev NAME] [--small]\n"
+                    "       [--only GROUP]\n"
+                    "       [--model M] [--position P] [--tie-cls] [--batch B] [--seq T]\n"
+                    "       [--steps N] [--peak TFLOPS] [--seed N]\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    const char *cmd = argv[1], *ref = "cpu", *dev = "cpu", *model = "tiny", *position = NULL;
+    const char *only = NULL;
+    int small = 0, tie = 0, B = 4, T = 77, steps = 50;
+    double peak = 989;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--small") == 0)
+            small = 1;
+        else if (strcmp(a, "--tie-cls") == 0)
+            tie = 1;
+        else if (!v) {
+            usage();
+            return 2;
+        } else {
+            i++;
+            if (strcmp(a, "--ref") == 0) ref = v;
+            else if (strcmp(a, "--dev") == 0) dev = v;
+            else if (strcmp(a, "--model") == 0) model = v;
+            else if (strcmp(a, "--only") == 0) only = v;
+            else if (strcmp(a, "--position") == 0) position = v;
+            else if (strcmp(a, "--batch") == 0) B = atoi(v);
+            else if (strcmp(a, "--seq") == 0) T = atoi(v);
+            else if (strcmp(a, "--steps") == 0) steps = atoi(v);
+            else if (strcmp(a, "--peak") == 0) peak = atof(v);
+            else if (strcmp(a, "--seed") == 0) rng_state ^= strtoull(v, NULL, 10) * 0x9E3779B97F4A7C15ull;
+            else {
+                usage();
+                return 2;
+            }
+        }
+    }
+    if (B < 1 || B > 64 || T < 2 || steps < 1) {
+        usage();
+        return 2;
+    }
+    pair P;
+    memset(&P, 0, sizeof P);
+    const char *tf = getenv("TUPE_CUDA_TF32");
+    P.tf32 = tf && strcmp(tf, "1") == 0;
+    tupe_err e;
+    if (tupe_backend_create(&P.be[1], dev, 0, &e)) {
+        fprintf(stderr, "tupe-parity: --dev %s: %s\n", dev, e.msg);
+        return 2;
+    }
+    if (strcmp(cmd, "bench") == 0) {
+        int rc = cmd_bench(P.be[1], model, position, B, T, steps, peak);
+        tupe_backend_destroy(P.be[1]);
+        return rc;
+    }
+    if (tupe_backend_create(&P.be[0], ref, 0, &e)) {
+        fprintf(stderr, "tupe-parity: --ref %s: %s\n", ref, e.msg);
+        tupe_backend_destroy(P.be[1]);
+        return 2;
+    }
+    P.bf16 = P.be[1]->esize == 2;
+    int rc;
+    if (strcmp(cmd, "ops") == 0)
+        rc = cmd_ops(&P, small, only);
+    else if (strcmp(cmd, "step") == 0)
+        rc = cmd_step(&P, model, position, tie, B, T);
+    else if (strcmp(cmd, "curve") == 0)
+        rc = cmd_curve(&P, model, position, steps, B, T);
+    else {
+        usage();
+        rc = 2;
+    }
+    printf("SUMMARY %s %s vs %s: %d checks, %d failed\n", cmd, P.be[1]->name, P.be[0]->name,
+           P.checks, P.fails);
+    tupe_backend_destroy(P.be[0]);
+    tupe_backend_destroy(P.be[1]);
+    return rc ? rc : P.fails ? 1 : 0;
+}
