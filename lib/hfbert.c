@@ -669,7 +669,8 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     if (stat(src, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tupe_fail(e, TUPE_ENOINPUT, "%s: not a directory (expected a Hugging Face model "
                          "directory with %s and %s)", src, HF_CONFIG, HF_MODEL);
-    snprintf(x.cfgpath, sizeof x.cfgpath, "%s/%s", src, HF_CONFIG);
+    if ((size_t)snprintf(x.cfgpath, sizeof x.cfgpath, "%s/%s", src, HF_CONFIG) >= sizeof x.cfgpath)
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: path too long", src);
     char *buf;
     size_t len;
     int rc = tupe_read_file(x.cfgpath, &buf, &len, 16u << 20, e);

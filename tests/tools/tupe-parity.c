@@ -303,7 +303,7 @@ static void ops_gemm(pair *P)
             buf Bm = mkr(P, (size_t)(tb ? N : K) * ldb, 1);
             buf C = mkr(P, (size_t)M * ldc, 1);
             BOTH(be->gemm(be, ta, tb, M, N, K, 0.5, D(A), lda, D(Bm), ldb, 1.0, D(C), ldc));
-            char var[32];
+            char var[64];
             snprintf(var, sizeof var, "ta=%d tb=%d beta=1", ta, tb);
             cmp(P, "gemm", var, "C", &C, TOL(P, 1e-5, 8e-3));
             BOTH(be->gemm(be, ta, tb, M, N, K, 1.0, D(A), lda, D(Bm), ldb, 0.0, D(C), ldc));
