@@ -52,7 +52,7 @@ static const tupe_opt train_opts[] = {
     {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences per evaluation (default: all)", NULL},
     {O_SAVE, "save-every", 0, TUPE_REQARG, "N", "steps between checkpoints; 0 = at the end only\n(default: 10000)", NULL},
     {O_KEEP, "keep", 0, TUPE_REQARG, "K", "keep the last K checkpoints (default: 3)", NULL},
-    {O_KEEP_STEP, "keep-step", 0, TUPE_REQARG, "N[,N]...", "also keep the checkpoints of these steps (repeatable)", NULL},
+    {O_KEEP_STEP, "keep-step", 0, TUPE_REQARG, "N[,N]...", "also save and keep checkpoints at these steps (repeatable)", NULL},
     {O_RESUME, "resume", 'r', TUPE_NOARG, NULL, "continue from the run directory's latest checkpoint", NULL},
     {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
     {O_MAX_TIME, "max-time", 0, TUPE_REQARG, "SECONDS", "leave after the step that passes this time, with a\ncheckpoint (the schedule still spans --steps)", NULL},
@@ -230,8 +230,12 @@ int main(int argc, char **argv)
             tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",
                           stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);
         } else if (tupe_comm_rank(comm) == 0) {
-            tupe_cli_note(&c, "done: step %lld, loss %.4f, validation loss %.4f, checkpoint %s%s",
-                          (long long)r.step, r.last_loss, r.val_loss, r.checkpoint,
+            /* NaN: the shards hold no validation sequences (tupe-shard --valid-fraction). */
+            char val[64] = "no validation set";
+            if (!isnan(r.val_loss))
+                snprintf(val, sizeof val, "validation loss %.4f", r.val_loss);
+            tupe_cli_note(&c, "done: step %lld, loss %.4f, %s, checkpoint %s%s", (long long)r.step,
+                          r.last_loss, val, r.checkpoint,
                           r.skipped ? " (some updates skipped: non-finite)" : "");
         }
     }

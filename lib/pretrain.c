@@ -118,6 +118,14 @@ int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *s
     return 0;
 }
 
+static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
+{
+    for (int k = 0; k < o->n_keep_steps; k++)
+        if (o->keep_steps[k] == step)
+            return 1;
+    return 0;
+}
+
 /* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
 static void prune(const tupe_pretrain_opts *o)
 {
@@ -127,10 +135,7 @@ static void prune(const tupe_pretrain_opts *o)
     if (list_checkpoints(o->out, &steps, &n, &e))
         return;
     for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {
-        int listed = 0;
-        for (int k = 0; k < o->n_keep_steps; k++)
-            listed |= o->keep_steps[k] == steps[i];
-        if (listed)
+        if (is_keep_step(o, steps[i]))
             continue;
         char p[4096];
         ckpt_path(p, sizeof p, o->out, steps[i]);
@@ -797,7 +802,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                          (long long)ev.masked);
             }
         }
-        if (o->save_every > 0 && step % o->save_every == 0 && step != o->steps) {
+        /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
+        if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
+            step != o->steps) {
             if ((rc = save(&r, opt, &st, res, e)))
                 break;
             saved_at = step;
