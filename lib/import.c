@@ -417,8 +417,8 @@ static int make_model(tupe_model **m, const tupe_config *c, tupe_err *e)
     int rc = tupe_backend_create(&be, "cpu", 0, e);
     if (rc)
         return rc;
-    /* Nothing runs forward: the smallest activations. */
-    tupe_capacity cap = {1, 1, 1};
+    /* Nothing runs forward: parameters only. */
+    tupe_capacity cap = {0, 0, 0};
     if ((rc = tupe_model_create(m, c, be, &cap, e))) {
         tupe_backend_destroy(be);
         return rc;

@@ -126,44 +126,14 @@ void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out)
 
 /* ---- creation ------------------------------------------------------------------------------- */
 
-int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
-                      const tupe_capacity *cap, tupe_err *e)
+/* Gradients, the integer inputs and every activation, for the capacity m->cap. */
+static void plan_acts(tupe_model *m, tupe_backend *be)
 {
-    *out = NULL;
-    if (cap->batch < 1 || cap->seq < 1)
-        return tupe_fail(e, TUPE_EUSAGE, "model capacity: batch and sequence length must be >= 1");
-    if (cap->seq > cfg->max_position)
-        return tupe_fail(e, TUPE_EUSAGE,
-                         "sequence length %d exceeds max_position_embeddings %d", cap->seq,
-                         cfg->max_position);
-    tupe_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    m->cfg = *cfg;
-    m->be = be;
-    m->cap = *cap;
-    if (m->cap.masked <= 0 || m->cap.masked > cap->batch * cap->seq)
-        m->cap.masked = cap->batch * cap->seq;
-    int rc = tupe_layout_build(&m->lay, cfg, e);
-    if (rc) {
-        free(m);
-        return rc;
-    }
     const tupe_config *c = &m->cfg;
     size_t Bc = (size_t)m->cap.batch, Tc = (size_t)m->cap.seq, N = Bc * Tc;
     size_t D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, H = (size_t)c->num_heads;
     size_t L = (size_t)c->num_layers, V = (size_t)c->vocab_size, Mc = (size_t)m->cap.masked;
-    m->hs = calloc(L + 1, sizeof *m->hs);
-    m->la = calloc(L, sizeof *m->la);
-    if (!m->hs || !m->la) {
-        tupe_model_free(m);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    }
-
-    plan_r(m, &m->params, m->lay.total);
     plan_r(m, &m->grads, m->lay.total);
-    if (be->wsize > be->esize)
-        plan_w(m, &m->master, m->lay.total);
     plan_i(m, &m->i_ids, N);
     plan_i(m, &m->i_types, N);
     plan_i(m, &m->i_len, Bc);
@@ -230,6 +200,46 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
     plan_w(m, &m->lse, rows);
     plan_r(m, &m->dh1, rows * D);
     plan_r(m, &m->dh2, rows * D);
+}
+
+int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                      const tupe_capacity *cap, tupe_err *e)
+{
+    *out = NULL;
+    int params_only = cap->batch == 0 && cap->seq == 0;
+    if (!params_only && (cap->batch < 1 || cap->seq < 1))
+        return tupe_fail(e, TUPE_EUSAGE, "model capacity: batch and sequence length must be >= 1");
+    if (cap->seq > cfg->max_position)
+        return tupe_fail(e, TUPE_EUSAGE,
+                         "sequence length %d exceeds max_position_embeddings %d", cap->seq,
+                         cfg->max_position);
+    tupe_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    m->cfg = *cfg;
+    m->be = be;
+    m->cap = *cap;
+    if (m->cap.masked <= 0 || m->cap.masked > cap->batch * cap->seq)
+        m->cap.masked = cap->batch * cap->seq;
+    int rc = tupe_layout_build(&m->lay, cfg, e);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    const tupe_config *c = &m->cfg;
+    size_t Tc = (size_t)m->cap.seq, L = (size_t)c->num_layers;
+    m->hs = calloc(L + 1, sizeof *m->hs);
+    m->la = calloc(L, sizeof *m->la);
+    if (!m->hs || !m->la) {
+        tupe_model_free(m);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+
+    plan_r(m, &m->params, m->lay.total);
+    if (be->wsize > be->esize)
+        plan_w(m, &m->master, m->lay.total);
+    if (!params_only)
+        plan_acts(m, be);
     if (m->plan_failed) {
         tupe_model_free(m);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -282,7 +292,11 @@ size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
 tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
-void tupe_model_zero_grad(tupe_model *m) { m->be->zero(m->be, m->grads, m->lay.total); }
+void tupe_model_zero_grad(tupe_model *m)
+{
+    if (m->grads)
+        m->be->zero(m->be, m->grads, m->lay.total);
+}
 
 /* ---- parameters ----------------------------------------------------------------------------- */
 
@@ -333,6 +347,8 @@ static int xfer(tupe_model *m, const char *name, void *host, size_t n, int grad,
     int rc = find(m, name, n, &p, e);
     if (rc)
         return rc;
+    if (grad && !m->grads)
+        return tupe_fail(e, TUPE_EUSAGE, "%s: the model was made for its parameters only", name);
     tupe_dev *d = AT(grad ? m->grads : m->params, p->offset);
     tupe_dev *w = grad ? NULL : tupe_dev_wat(m->be, m->master, p->offset);
     if (up) {

@@ -26,6 +26,8 @@
 
 typedef struct tupe_model tupe_model;
 
+/* {0, 0, 0}: parameters only (conversion, inspection of weights): no gradients and no
+ * activations are allocated; forward passes and gradient access fail. */
 typedef struct tupe_capacity {
     int batch;      /* sequences per forward pass */
     int seq;        /* padded length T (at most max_position_embeddings) */

@@ -447,7 +447,42 @@ static void bad_batches_refused(void)
     tupe_backend_destroy(be);
 }
 
+/* Capacity {0, 0, 0} (conversion): the parameters and nothing else; no gradients, no forward. */
+static void params_only(void)
+{
+    tupe_backend *be = backend(1);
+    tupe_config c;
+    tiny(&c, TUPE_POS_TUPE_R, 1);
+    tupe_model *full = model(be, &c, 7), *m;
+    tupe_capacity cap = {0, 0, 0};
+    tupe_err e;
+    CHECK_INT(tupe_model_create(&m, &c, be, &cap, &e), 0);
+    size_t total = tupe_model_layout(m)->total;
+    CHECK(tupe_model_arena_bytes(m) < total * sizeof(float) + 4096);
+    CHECK(tupe_model_arena_bytes(full) > 2 * total * sizeof(float));
+    CHECK_INT(tupe_model_init(m, 7, &e), 0);
+    float *a = malloc(total * sizeof *a), *b = malloc(total * sizeof *b);
+    tupe_model_params_get(m, a);
+    tupe_model_params_get(full, b);
+    CHECK(memcmp(a, b, total * sizeof *a) == 0);
+    const tupe_param *p = &tupe_model_layout(m)->t[0];
+    CHECK_INT(tupe_model_get_grad(m, p->name, a, p->numel, &e), TUPE_EUSAGE);
+    CHECK_HAS(e.msg, "parameters only");
+    tupe_model_zero_grad(m);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch x;
+    batch(&x, ids, mpos, mlab);
+    tupe_fwd_out o;
+    CHECK(tupe_model_forward(m, &x, NULL, &o, &e) != 0);
+    CHECK_INT(tupe_model_backward(m, &e), TUPE_EFAIL);
+    free(a);
+    free(b);
+    tupe_model_free(m);
+    tupe_model_free(full);
+    tupe_backend_destroy(be);
+}
+
 UNIT_MAIN(T(cls_reset_tupe_a), T(no_reset_tupe_a_tie), T(cls_reset_tupe_r),
           T(no_reset_tupe_r_tie), T(bucket_table), T(bias_per_variant),
           T(input_has_no_position), T(bert_base_counts), T(dropout_rate_and_threads),
-          T(model_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused))
+          T(model_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused), T(params_only))
