@@ -1578,11 +1578,38 @@ __global__ void k_bucket_keys(unsigned *keys, unsigned *vals, const int32_t *buc
     vals[x] = (unsigned)x;
 }
 
-/* After the stable sort of the (i, j) by bucket: thread (p, h), when p starts a run, adds the
- * run's G[h, i, j] (in (i, j) order) into drel[bucket, h]. */
+/* The gradient of the relative table is a segmented sum over runs of the sorted (i, j) whose
+ * longest runs (the far buckets) hold most of the T*T entries: one thread per run would add
+ * ~70k values in sequence at T = 512. So two passes, both in a fixed order: pass 1 sums each
+ * piece (the part of a run inside one chunk of REL_CH sorted entries) into part[start, h];
+ * pass 2 adds a run's pieces, chunk by chunk. */
+#define REL_CH 256
+
+__global__ void k_rel_part(float *part, const float *G, const unsigned *keys,
+                           const unsigned *vals, int n, int H)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int nch = (n + REL_CH - 1) / REL_CH;
+    if (x >= (size_t)nch * H)
+        return;
+    int c = (int)(x / H), h = (int)(x % H);
+    const float *g = G + (size_t)h * n;
+    int q0 = c * REL_CH, q1 = q0 + REL_CH < n ? q0 + REL_CH : n, start = q0;
+    float acc = 0;
+    for (int q = q0; q < q1; q++) {
+        if (q > q0 && keys[q] != keys[q - 1]) {
+            part[(size_t)start * H + h] = acc;
+            acc = 0;
+            start = q;
+        }
+        acc += g[vals[q]];
+    }
+    part[(size_t)start * H + h] = acc;
+}
+
+/* Thread (p, h), when p starts a run: drel[bucket, h] += the run's pieces, in order. */
 template <class T>
-__global__ void k_rel_seg(T *drel, const float *G, const unsigned *keys, const unsigned *vals,
-                          int n, int H)
+__global__ void k_rel_seg(T *drel, const float *part, const unsigned *keys, int n, int H)
 {
     size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (x >= (size_t)n * H)
@@ -1591,11 +1618,10 @@ __global__ void k_rel_seg(T *drel, const float *G, const unsigned *keys, const u
     unsigned k = keys[p];
     if (p > 0 && keys[p - 1] == k)
         return;
-    const float *g = G + (size_t)h * n;
     size_t o = (size_t)k * H + h;
     float acc = ldv(drel, o);
-    for (int q = p; q < n && keys[q] == k; q++)
-        acc += g[vals[q]];
+    for (int q = p; q < n && keys[q] == k; q = (q / REL_CH + 1) * REL_CH)
+        acc += part[(size_t)q * H + h];
     stv(drel, o, acc);
 }
 
@@ -1637,8 +1663,14 @@ static void pos_bias_bwd_t(cu_priv *pr, tupe_dev *dA, tupe_dev *drel, const tupe
         LAUNCHED("k_bucket_keys");
         if (sort_pairs(pr, k1, v1, &k2, &v2, n, 32))
             return;
-        k_rel_seg<T><<<nblocks((size_t)n * H, 256), 256, 0, pr->s>>>((T *)drel, (const float *)G,
-                                                                     k2, v2, n, H);
+        float *part = (float *)scratch(pr, SC_COL, (size_t)n * H * sizeof(float));
+        if (!part)
+            return;
+        size_t nch = ((size_t)n + REL_CH - 1) / REL_CH;
+        k_rel_part<<<nblocks(nch * H, 128), 128, 0, pr->s>>>(part, (const float *)G, k2, v2, n,
+                                                            H);
+        LAUNCHED("k_rel_part");
+        k_rel_seg<T><<<nblocks((size_t)n * H, 256), 256, 0, pr->s>>>((T *)drel, part, k2, n, H);
         LAUNCHED("k_rel_seg");
     }
 }
