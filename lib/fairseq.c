@@ -343,6 +343,9 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     }
     char *state = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(st);
+    /* Every tensor is in the model: unmapping the source now keeps its pages out of the peak. */
+    tupe_tset_close(x.s);
+    x.s = NULL;
     if (!state)
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
     else if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))

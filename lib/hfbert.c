@@ -748,6 +748,9 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
+    /* Every tensor is in the model: unmapping the source now keeps its pages out of the peak. */
+    tupe_tset_close(x.s);
+    x.s = NULL;
     if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
         rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     if (!rc)
