@@ -854,13 +854,13 @@ __global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d)
     if (act == TUPE_ACT_GELU) {
         float g, v = tupe_gelu_fg_f(yv, &g);
         if (a)
-            stv(a, i, v * k);
+            stv(a, i, rnd(v, a) * k);
         stv(dd, i, dv * (g * k));
     } else if (act == TUPE_ACT_TANH) {
         float t = tanhf(yv);
         stv(dd, i, dv * ((1.0f - t * t) * k));
         if (a)
-            stv(a, i, t * k);
+            stv(a, i, rnd(t, a) * k);
     } else {
         stv(dd, i, dv * k);
         if (a)
@@ -1011,8 +1011,9 @@ static int ln_ok(cu_priv *pr, int N, int D)
 {
     if (pr->err || N <= 0 || D <= 0)
         return 0;
-    if (ln_smem(D) > 48 * 1024) {
-        set_err(pr, "%s%s", "layer normalization over more than 12288 features", "");
+    /* 48 KiB without the opt-in holds the dynamic buffer and the static red[32] together */
+    if (ln_smem(D) + 32 * sizeof(float) > 48 * 1024) {
+        set_err(pr, "%s%s", "layer normalization over more than 12256 features", "");
         return 0;
     }
     return 1;
