@@ -486,10 +486,14 @@ static void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
         return;
     int ds = dev_size(be, dt);
     int hd = dt & ~TUPE_WIDE;
-    /* Pageable host memory: cudaMemcpyAsync returns once the data is staged, so `src` (and
-     * the converted copy) may be reused or freed at once. */
+    /* The caller may reuse `src` at once (backend.h), and the converted copy is freed below;
+     * from pageable memory cudaMemcpyAsync may still be reading either after it returns (the
+     * runtime's "API synchronization behavior": the staging may run on a worker thread), so
+     * wait for the copy. The stream holds little here: the model checks (synchronizes) after
+     * every forward and backward pass. */
     if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
-        CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, pr->s));
+        if (!CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, pr->s)))
+            CK(cudaStreamSynchronize(pr->s));
         return;
     }
     void *tmp = malloc(n * (size_t)ds);
@@ -504,7 +508,8 @@ static void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
         else
             ((uint16_t *)tmp)[i] = f2bf(f);
     }
-    CK(cudaMemcpyAsync(dst, tmp, n * (size_t)ds, cudaMemcpyHostToDevice, pr->s));
+    if (!CK(cudaMemcpyAsync(dst, tmp, n * (size_t)ds, cudaMemcpyHostToDevice, pr->s)))
+        CK(cudaStreamSynchronize(pr->s));
     free(tmp);
 }
 

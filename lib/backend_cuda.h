@@ -7,8 +7,8 @@
  *   cuda-bf16  bf16 real buffers, fp32 wide buffers and accumulation (backend.h)
  *
  * Every operation is queued on one CUDA stream and returns at once; the host waits only where
- * a value comes back (download, sumsq, xent_fwd, mse_fwd) and when a staging buffer is
- * reused. Results are deterministic: reductions run in a fixed order, and scatters into
+ * a value comes back (download, sumsq, xent_fwd, mse_fwd), after an upload (so that the host
+ * buffer is free again) and when a scratch buffer grows. Results are deterministic: reductions run in a fixed order, and scatters into
  * embedding rows are sorted by row rather than done with floating-point atomics. */
 #ifndef TUPE_BACKEND_CUDA_H
 #define TUPE_BACKEND_CUDA_H
