@@ -95,7 +95,9 @@ ifeq ($(HAVE_CUDA),1)
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   LDLIBS   += $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
   NVFLAGS  := -std=c++17 -O2 -g -I$(TOP)/lib -I$(TOP)/kernels --expt-relaxed-constexpr \
-              $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -Wall,-fPIC
+              $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+              -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH)) \
+              -Xcompiler -Wall,-fPIC
 endif
 ifeq ($(HAVE_MPI),1)
   CPPFLAGS += -DTUPE_HAVE_MPI=1 $(shell $(PKG_CONFIG) --cflags ompi-c)
