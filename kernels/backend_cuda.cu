@@ -55,7 +55,7 @@ template <> struct dtype_of<bf16> { static const cudaDataType_t v = CUDA_R_16BF;
 
 /* ---- backend state ----------------------------------------------------------------------- */
 
-enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_N };
+enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_N };
 
 typedef struct gemm_key {
     int ta, tb, M, N, K, lda, ldb, ldc, batch;
@@ -1186,22 +1186,68 @@ __global__ void k_embed_keys(unsigned *keys, unsigned *vals, const int32_t *ids,
     vals[r] = (unsigned)r;
 }
 
-/* After a stable sort by key: block p, when p starts a run of equal keys below `none`, adds the
- * run's source rows (in their original order) into dst[key]. */
-template <class T>
-__global__ void k_seg_rows(T *dst, const T *src, const unsigned *keys, const unsigned *vals,
-                           int n, int D, unsigned none)
+/* Segmented sums after a stable sort by key: dst[key, w] += the sum over the run of entries q
+ * with that key (key < none) of src[vals[q] * sv + w * sw], w < W, in sorted order. Runs can
+ * be long (a far relative bucket holds ~70k of the 262k (i, j) at T = 512; [MASK] ~12% of the
+ * tokens), so no thread adds a whole run: pass 1 sums each piece (the part of a run inside one
+ * chunk of SEG_CH sorted entries) into part[start, w]; pass 2 adds a run's pieces, chunk by
+ * chunk. Both passes run in a fixed order: the result does not depend on scheduling. */
+#define SEG_CH 64
+
+template <class S>
+__global__ void k_seg_part(float *part, const S *src, size_t sv, size_t sw, const unsigned *keys,
+                           const unsigned *vals, int n, int W, unsigned none)
 {
-    int p = blockIdx.x;
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int nch = (n + SEG_CH - 1) / SEG_CH;
+    if (x >= (size_t)nch * W)
+        return;
+    int c = (int)(x / W), w = (int)(x % W);
+    int q0 = c * SEG_CH, q1 = q0 + SEG_CH < n ? q0 + SEG_CH : n, start = q0;
+    float acc = 0;
+    for (int q = q0; q < q1 && keys[q] < none; q++) {
+        if (q > q0 && keys[q] != keys[q - 1]) {
+            part[(size_t)start * W + w] = acc;
+            acc = 0;
+            start = q;
+        }
+        acc += ldv(src, (size_t)vals[q] * sv + (size_t)w * sw);
+    }
+    part[(size_t)start * W + w] = acc;
+}
+
+template <class T>
+__global__ void k_seg_sum(T *dst, const float *part, const unsigned *keys, int n, int W,
+                          unsigned none)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= (size_t)n * W)
+        return;
+    int p = (int)(x / W), w = (int)(x % W);
     unsigned k = keys[p];
     if (k >= none || (p > 0 && keys[p - 1] == k))
         return;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        float acc = ldv(dst, (size_t)k * D + j);
-        for (int q = p; q < n && keys[q] == k; q++)
-            acc += ldv(src, (size_t)vals[q] * D + j);
-        stv(dst, (size_t)k * D + j, acc);
-    }
+    size_t o = (size_t)k * W + w;
+    float acc = ldv(dst, o);
+    for (int q = p; q < n && keys[q] == k; q = (q / SEG_CH + 1) * SEG_CH)
+        acc += part[(size_t)q * W + w];
+    stv(dst, o, acc);
+}
+
+/* The two passes over n sorted entries (keys k2, values v2), W columns; part is scratch. */
+template <class T, class S>
+static void seg_sums(cu_priv *pr, T *dst, const S *src, size_t sv, size_t sw,
+                     const unsigned *k2, const unsigned *v2, int n, int W, unsigned none)
+{
+    float *part = (float *)scratch(pr, SC_PART, (size_t)n * W * sizeof(float));
+    if (!part)
+        return;
+    size_t nch = ((size_t)n + SEG_CH - 1) / SEG_CH;
+    k_seg_part<S><<<nblocks(nch * W, 128), 128, 0, pr->s>>>(part, src, sv, sw, k2, v2, n, W,
+                                                              none);
+    LAUNCHED("k_seg_part");
+    k_seg_sum<T><<<nblocks((size_t)n * W, 256), 256, 0, pr->s>>>(dst, part, k2, n, W, none);
+    LAUNCHED("k_seg_sum");
 }
 
 /* dpos[t] += sum over b of s[b, t] (padding rows of s are 0), b in order. */
@@ -1272,8 +1318,7 @@ static void embed_bwd_t(cu_priv *pr, tupe_dev *dword, tupe_dev *dpos, tupe_dev *
         LAUNCHED("k_embed_keys");
         if (sort_pairs(pr, k1, v1, &k2, &v2, N, bits_for((unsigned)V)))
             return;
-        k_seg_rows<T><<<(unsigned)N, 128, 0, pr->s>>>((T *)dword, s, k2, v2, N, D, (unsigned)V);
-        LAUNCHED("k_seg_rows");
+        seg_sums<T, T>(pr, (T *)dword, s, (size_t)D, 1, k2, v2, N, D, (unsigned)V);
     }
     if (dtt)
         for (int ty = 0; ty < ntypes; ty++) {
@@ -1584,53 +1629,6 @@ __global__ void k_bucket_keys(unsigned *keys, unsigned *vals, const int32_t *buc
     vals[x] = (unsigned)x;
 }
 
-/* The gradient of the relative table is a segmented sum over runs of the sorted (i, j) whose
- * longest runs (the far buckets) hold most of the T*T entries: one thread per run would add
- * ~70k values in sequence at T = 512. So two passes, both in a fixed order: pass 1 sums each
- * piece (the part of a run inside one chunk of REL_CH sorted entries) into part[start, h];
- * pass 2 adds a run's pieces, chunk by chunk. */
-#define REL_CH 256
-
-__global__ void k_rel_part(float *part, const float *G, const unsigned *keys,
-                           const unsigned *vals, int n, int H)
-{
-    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int nch = (n + REL_CH - 1) / REL_CH;
-    if (x >= (size_t)nch * H)
-        return;
-    int c = (int)(x / H), h = (int)(x % H);
-    const float *g = G + (size_t)h * n;
-    int q0 = c * REL_CH, q1 = q0 + REL_CH < n ? q0 + REL_CH : n, start = q0;
-    float acc = 0;
-    for (int q = q0; q < q1; q++) {
-        if (q > q0 && keys[q] != keys[q - 1]) {
-            part[(size_t)start * H + h] = acc;
-            acc = 0;
-            start = q;
-        }
-        acc += g[vals[q]];
-    }
-    part[(size_t)start * H + h] = acc;
-}
-
-/* Thread (p, h), when p starts a run: drel[bucket, h] += the run's pieces, in order. */
-template <class T>
-__global__ void k_rel_seg(T *drel, const float *part, const unsigned *keys, int n, int H)
-{
-    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= (size_t)n * H)
-        return;
-    int p = (int)(x / H), h = (int)(x % H);
-    unsigned k = keys[p];
-    if (p > 0 && keys[p - 1] == k)
-        return;
-    size_t o = (size_t)k * H + h;
-    float acc = ldv(drel, o);
-    for (int q = p; q < n && keys[q] == k; q = (q / REL_CH + 1) * REL_CH)
-        acc += part[(size_t)q * H + h];
-    stv(drel, o, acc);
-}
-
 static void cu_pos_bias_fwd(tupe_backend *be, tupe_dev *bias, const tupe_dev *A,
                             const tupe_dev *rel, const int32_t *buckets, int ldb, int T, int H,
                             int reset)
@@ -1669,15 +1667,8 @@ static void pos_bias_bwd_t(cu_priv *pr, tupe_dev *dA, tupe_dev *drel, const tupe
         LAUNCHED("k_bucket_keys");
         if (sort_pairs(pr, k1, v1, &k2, &v2, n, 32))
             return;
-        float *part = (float *)scratch(pr, SC_COL, (size_t)n * H * sizeof(float));
-        if (!part)
-            return;
-        size_t nch = ((size_t)n + REL_CH - 1) / REL_CH;
-        k_rel_part<<<nblocks(nch * H, 128), 128, 0, pr->s>>>(part, (const float *)G, k2, v2, n,
-                                                            H);
-        LAUNCHED("k_rel_part");
-        k_rel_seg<T><<<nblocks((size_t)n * H, 256), 256, 0, pr->s>>>((T *)drel, part, k2, n, H);
-        LAUNCHED("k_rel_seg");
+        /* drel[bucket, h] += G[h, i, j]: entry (i, j) of head h is at h * n + (i T + j). */
+        seg_sums<T, float>(pr, (T *)drel, (const float *)G, 1, (size_t)n, k2, v2, n, H, ~0u);
     }
 }
 
