@@ -25,7 +25,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cub/cub.cuh>
+#include <dlfcn.h>
+#include <pthread.h>
+/* NCCL is optional: with its header, the library is opened when TUPE_NCCL=1 first needs it. */
+#if __has_include(<nccl.h>)
 #include <nccl.h>
+#define TUPE_HAVE_NCCL 1
+#else
+#define TUPE_HAVE_NCCL 0
+#endif
 
 extern "C" {
 #include "backend.h"
@@ -79,7 +87,7 @@ typedef struct cu_priv {
     cudaStream_t s;
     cublasLtHandle_t lt;
     cublasHandle_t blas;            /* the fallback for shapes cuBLASLt has no algorithm for */
-    ncclComm_t nccl;                /* after tupe_backend_cuda_nccl_init */
+    void *nccl;                     /* ncclComm_t, after tupe_backend_cuda_nccl_init */
     void *ws;
     size_t ws_bytes;
     double *dres;                   /* device: reduction partials and results */
@@ -2003,6 +2011,8 @@ static int cu_check(tupe_backend *be, tupe_err *e)
     return 0;
 }
 
+static void nccl_destroy(cu_priv *pr);
+
 static void cu_destroy(tupe_backend *be)
 {
     if (!be)
@@ -2023,8 +2033,7 @@ static void cu_destroy(tupe_backend *be)
             cudaFree(pr->dres);
         if (pr->hres)
             cudaFreeHost(pr->hres);
-        if (pr->nccl)
-            ncclCommDestroy(pr->nccl);
+        nccl_destroy(pr);
         if (pr->lt)
             cublasLtDestroy(pr->lt);
         if (pr->blas)
@@ -2165,15 +2174,73 @@ extern "C" int tupe_backend_cuda_device(tupe_backend *be)
 
 /* ---- NCCL ------------------------------------------------------------------------------------ */
 
+/* libnccl is opened at run time, not linked: the programs start on machines whose CUDA has no
+ * NCCL (it ships apart from the toolkit), and only runs that ask for it (TUPE_NCCL=1) need it.
+ * The table is filled once per process and never changes after. */
+#if TUPE_HAVE_NCCL
 static_assert(sizeof(ncclUniqueId) == TUPE_NCCL_ID_BYTES, "NCCL unique id size");
+
+typedef struct nccl_api {
+    ncclResult_t (*get_unique_id)(ncclUniqueId *);
+    ncclResult_t (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                               ncclComm_t, cudaStream_t);
+    ncclResult_t (*comm_destroy)(ncclComm_t);
+    const char *(*error_string)(ncclResult_t);
+    char why[256];      /* empty when loaded */
+} nccl_api;
+
+static nccl_api NCCL;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+static void nccl_load(void)
+{
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(NCCL.why, sizeof NCCL.why, "cannot load libnccl.so.2 (%s)", dlerror());
+        return;
+    }
+    *(void **)&NCCL.get_unique_id = dlsym(h, "ncclGetUniqueId");
+    *(void **)&NCCL.comm_init_rank = dlsym(h, "ncclCommInitRank");
+    *(void **)&NCCL.all_reduce = dlsym(h, "ncclAllReduce");
+    *(void **)&NCCL.comm_destroy = dlsym(h, "ncclCommDestroy");
+    *(void **)&NCCL.error_string = dlsym(h, "ncclGetErrorString");
+    if (!NCCL.get_unique_id || !NCCL.comm_init_rank || !NCCL.all_reduce ||
+        !NCCL.comm_destroy || !NCCL.error_string)
+        snprintf(NCCL.why, sizeof NCCL.why, "libnccl.so.2 lacks ncclGetUniqueId, "
+                 "ncclCommInitRank, ncclAllReduce, ncclCommDestroy or ncclGetErrorString");
+}
+
+/* The loaded library, or NULL with the reason in e. */
+static const nccl_api *nccl(tupe_err *e)
+{
+    pthread_once(&nccl_once, nccl_load);
+    if (NCCL.why[0]) {
+        tupe_fail(e, TUPE_EFAIL, "NCCL (TUPE_NCCL=1): %s", NCCL.why);
+        return NULL;
+    }
+    return &NCCL;
+}
+
+static void nccl_destroy(cu_priv *pr)
+{
+    if (pr->nccl)
+        NCCL.comm_destroy((ncclComm_t)pr->nccl);
+    pr->nccl = NULL;
+}
 
 extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
 {
+    const nccl_api *nc = nccl(e);
+    if (!nc)
+        return TUPE_EFAIL;
     ncclUniqueId u;
-    ncclResult_t r = ncclGetUniqueId(&u);
+    ncclResult_t r = nc->get_unique_id(&u);
     if (r != ncclSuccess)
         return tupe_fail(e, TUPE_EFAIL, "NCCL: cannot make a unique id: %s",
-                         ncclGetErrorString(r));
+                         nc->error_string(r));
     memcpy(id, &u, sizeof u);
     return 0;
 }
@@ -2184,15 +2251,18 @@ extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int
     cu_priv *pr = PR(be);
     if (pr->nccl)
         return 0;
+    const nccl_api *nc = nccl(e);
+    if (!nc)
+        return TUPE_EFAIL;
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     cudaSetDevice(pr->dev);
-    ncclResult_t r = ncclCommInitRank(&pr->nccl, world, u, rank);
-    if (r != ncclSuccess) {
-        pr->nccl = NULL;
+    ncclComm_t c = NULL;
+    ncclResult_t r = nc->comm_init_rank(&c, world, u, rank);
+    if (r != ncclSuccess)
         return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d cannot join: %s", rank,
-                         world, pr->dev, ncclGetErrorString(r));
-    }
+                         world, pr->dev, nc->error_string(r));
+    pr->nccl = c;
     return 0;
 }
 
@@ -2204,10 +2274,31 @@ extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size
         return cu_check(be, e);
     if (!pr->nccl)
         return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce before tupe_backend_cuda_nccl_init");
-    ncclResult_t r = ncclAllReduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                                   pr->nccl, pr->s);
+    ncclResult_t r = NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                     (ncclComm_t)pr->nccl, pr->s);
     if (r != ncclSuccess)
         return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce of %zu elements: %s", n,
-                         ncclGetErrorString(r));
+                         NCCL.error_string(r));
     return 0;
 }
+#else
+static void nccl_destroy(cu_priv *) {}
+
+static int no_nccl(tupe_err *e)
+{
+    return tupe_fail(e, TUPE_EUSAGE, "NCCL (TUPE_NCCL=1): this build has none (nccl.h was not "
+                     "found when it was compiled); unset TUPE_NCCL to sum gradients through MPI");
+}
+
+extern "C" int tupe_backend_cuda_nccl_id(void *, tupe_err *e) { return no_nccl(e); }
+
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, tupe_err *e)
+{
+    return no_nccl(e);
+}
+
+extern "C" int tupe_backend_cuda_allreduce(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
+{
+    return no_nccl(e);
+}
+#endif

@@ -102,4 +102,9 @@ run $G train --task RTE --data $TUPE_DATA/glue --checkpoint $T/cpu/checkpoints/s
     --vocab /dev/null -o $T/glue --device cpu --precision bf16
 [ $rc = 2 ] && has $T/err "precision bf16 needs the CUDA backend" && [ ! -e $T/glue ]
 verdict "tupe-glue train: --precision bf16 on the CPU is a usage error"
+if [ $cuda_build = 1 ]; then
+    ldd $P >$T/out 2>&1
+    lacks $T/out libnccl && has $T/out libcublasLt
+    verdict "the CUDA build does not link NCCL (opened only when TUPE_NCCL=1 asks for it)"
+fi
 exit $_failed
