@@ -9,6 +9,7 @@
 #   make clean
 #
 # Options: CUDA=auto|0|1  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MARCH=native
+#          NODEPS=1 (skip the Debian package check: a machine without dpkg's view of them)
 
 SHELL       := /bin/bash
 comma       := ,
@@ -17,6 +18,7 @@ VERSION     := $(shell cat $(TOP)/VERSION)
 PREFIX      ?= /usr/local
 DESTDIR     ?=
 CUDA        ?= auto
+NODEPS      ?= 0
 MPI         ?= auto
 SANITIZE    ?=
 DEBUG       ?= 0
@@ -270,7 +272,7 @@ DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libope
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:
-	@if command -v dpkg-query >/dev/null 2>&1; then \
+	@if [ "$(NODEPS)" != 1 ] && command -v dpkg-query >/dev/null 2>&1; then \
 	  missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Abbrev}\n' $(DEB_PKGS) 2>/dev/null | awk '$$2 != "ii" {print $$1}'); \
 	  for p in $(DEB_PKGS); do dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
 	  missing=$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' '); \

@@ -4,7 +4,8 @@
 # time budget; a failing part never stops the later ones; the whole run stays under 8 minutes):
 #
 #   env      nvidia-smi, driver and runtime versions
-#   build    make CUDA=1 (sm_80 + sm_90) of the programs and the test tools
+#   build    make CUDA=1 (sm_80 + sm_90) of the programs and the test tools, or, where this
+#            machine lacks the libraries, the bundle tests/gpu/bundle.sh made (build/gpu)
 #   ops      every operation of lib/backend.h on random inputs (T = 77, padded sequences,
 #            H = 12, dh = 64): cuda vs cpu, then cuda-bf16 vs cpu; one line per output
 #   step     a training step of tiny and small for every variant (bert-a, bert-r, bert-ad,
@@ -78,15 +79,48 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 echo "(the CUDA 13 build needs driver >= 580; 'CUDA Version' above is the driver's)"
 
 # ---- build ----------------------------------------------------------------------------------
-# TUPE_GPU_SKIP_BUILD=1 uses a build directory carried over as it is.
-if [ "${TUPE_GPU_SKIP_BUILD:-0}" = 1 ]; then
-    prc=0
-    echo "== build: skipped (TUPE_GPU_SKIP_BUILD=1)"
-else
-    part build 300 make CUDA=1 -j"$(nproc)" all tests
+# A lent machine may lack the Debian libraries and cannot fetch them: then the bundle that
+# tests/gpu/bundle.sh built elsewhere (build/gpu: programs, test tools, their libraries) is used,
+# when it was carried. TUPE_GPU_BUNDLE=1 forces it, 0 forbids it; TUPE_GPU_SKIP_BUILD=1 uses the
+# default build directory as it is.
+BUNDLE=$PWD/build/gpu
+use_bundle=${TUPE_GPU_BUNDLE:-auto}
+if [ "$use_bundle" = auto ]; then
+    use_bundle=0
+    if ! pkg-config --exists jansson libzstd libarchive openblas libpng libxxhash cairo 2>/dev/null; then
+        echo "(this machine lacks the build's libraries: $(for p in jansson libzstd libarchive openblas libpng libxxhash cairo; do pkg-config --exists $p 2>/dev/null || printf '%s ' $p; done))"
+        [ -x "$BUNDLE/tests/tupe-parity" ] && use_bundle=1
+    fi
 fi
-B=$(make -s CUDA=1 info 2>/dev/null | sed -n 's/^tupe .*: build //p')
+if [ "$use_bundle" = 1 ]; then
+    B=$BUNDLE
+    export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    prc=0
+    [ -x "$B/tests/tupe-parity" ] || prc=1
+    echo "== build: the carried bundle $B (tests/gpu/bundle.sh)"
+    note "build: carried bundle (built by tests/gpu/bundle.sh elsewhere)"
+else
+    if [ "${TUPE_GPU_SKIP_BUILD:-0}" = 1 ]; then
+        prc=0
+        echo "== build: skipped (TUPE_GPU_SKIP_BUILD=1)"
+    else
+        part build 300 make NODEPS=1 CUDA=1 -j"$(nproc)" all tests
+    fi
+    B=$(make -s NODEPS=1 CUDA=1 info 2>/dev/null | sed -n 's/^tupe .*: build //p')
+fi
 X=$B/tests/tupe-parity
+# CUDA's libraries outside the runpath (/usr/local/cuda/lib64): look where images put them.
+if [ -x "$X" ] && ldd "$X" | grep -q 'not found'; then
+    for m in $(ldd "$X" | awk '/not found/ { print $1 }'); do
+        f=$(find /usr/local /usr/lib /opt -name "$m" 2>/dev/null | head -1)
+        if [ -n "$f" ]; then
+            export LD_LIBRARY_PATH="$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            echo "($m from $(dirname "$f"))"
+        else
+            echo "($m: not found on this machine)"
+        fi
+    done
+fi
 if [ "$prc" != 0 ] && [ -x "$X" ]; then
     echo "build: FAILED (exit $prc), but $X exists from before: going on with it"
     tail -15 "$LOGS/build.log"
@@ -95,13 +129,13 @@ if [ "$prc" != 0 ] && [ -x "$X" ]; then
     prc=0
 fi
 if [ "$prc" != 0 ] || [ ! -x "$X" ]; then
-    tail -30 "$LOGS/build.log"
+    [ -f "$LOGS/build.log" ] && tail -30 "$LOGS/build.log"
     echo "== SUMMARY"
     echo "build: FAIL (exit $prc): nothing else can run"
     exit 1
 fi
 [ -f "$LOGS/build.log" ] && grep -i 'warning' "$LOGS/build.log" | head -10
-[ "$FAILED" = 0 ] && note "build: PASS ($B)"
+[ "$FAILED" = 0 ] && [ "$use_bundle" != 1 ] && note "build: PASS ($B)"
 "$B/bin/tupe-pretrain" --version | tail -1
 
 # ---- ops ------------------------------------------------------------------------------------
