@@ -79,18 +79,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 echo "(the CUDA 13 build needs driver >= 580; 'CUDA Version' above is the driver's)"
 
 # ---- build ----------------------------------------------------------------------------------
-# A lent machine may lack the Debian libraries and cannot fetch them: then the bundle that
-# tests/gpu/bundle.sh built elsewhere (build/gpu: programs, test tools, their libraries) is used,
-# when it was carried. TUPE_GPU_BUNDLE=1 forces it, 0 forbids it; TUPE_GPU_SKIP_BUILD=1 uses the
-# default build directory as it is.
+# A lent machine may lack the Debian libraries and cannot fetch them; and device minutes are
+# scarce. So the bundle that tests/gpu/bundle.sh built elsewhere (build/gpu: programs, test
+# tools, their libraries) is used whenever it was carried; TUPE_GPU_BUNDLE=0 builds here
+# instead, and TUPE_GPU_SKIP_BUILD=1 uses this machine's default build directory as it is.
 BUNDLE=$PWD/build/gpu
 use_bundle=${TUPE_GPU_BUNDLE:-auto}
 if [ "$use_bundle" = auto ]; then
     use_bundle=0
-    if ! pkg-config --exists jansson libzstd libarchive openblas libpng libxxhash cairo 2>/dev/null; then
-        echo "(this machine lacks the build's libraries: $(for p in jansson libzstd libarchive openblas libpng libxxhash cairo; do pkg-config --exists $p 2>/dev/null || printf '%s ' $p; done))"
-        [ -x "$BUNDLE/tests/tupe-parity" ] && use_bundle=1
-    fi
+    [ -x "$BUNDLE/tests/tupe-parity" ] && use_bundle=1
+fi
+if [ "$use_bundle" = 0 ] && ! pkg-config --exists jansson libzstd libarchive openblas libpng libxxhash cairo 2>/dev/null; then
+    echo "(this machine lacks the build's libraries: $(for p in jansson libzstd libarchive openblas libpng libxxhash cairo; do pkg-config --exists $p 2>/dev/null || printf '%s ' $p; done); carry the bundle of tests/gpu/bundle.sh)"
 fi
 if [ "$use_bundle" = 1 ]; then
     B=$BUNDLE
