@@ -28,11 +28,15 @@
 #include <dlfcn.h>
 #include <pthread.h>
 /* NCCL is optional: with its header, the library is opened when TUPE_NCCL=1 first needs it. */
+#ifndef TUPE_HAVE_NCCL
 #if __has_include(<nccl.h>)
-#include <nccl.h>
 #define TUPE_HAVE_NCCL 1
 #else
 #define TUPE_HAVE_NCCL 0
+#endif
+#endif
+#if TUPE_HAVE_NCCL
+#include <nccl.h>
 #endif
 
 extern "C" {
