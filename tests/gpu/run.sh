@@ -94,7 +94,16 @@ if [ "$use_bundle" = 0 ] && ! pkg-config --exists jansson libzstd libarchive ope
 fi
 if [ "$use_bundle" = 1 ]; then
     B=$BUNDLE
-    export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # Only the libraries this machine lacks come from the bundle: its own (libstdc++, libzstd...)
+    # are newer, and CUDA's libraries may need them.
+    GAPS=/tmp/tupe-gpu-libs
+    rm -rf "$GAPS"
+    mkdir -p "$GAPS"
+    for f in "$B"/lib/*; do
+        ldconfig -p | grep -q "^[[:space:]]*$(basename "$f") " || ln -s "$f" "$GAPS/"
+    done
+    echo "(from the bundle: $(ls "$GAPS" | tr '\n' ' '))"
+    export LD_LIBRARY_PATH="$GAPS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     prc=0
     [ -x "$B/tests/tupe-parity" ] || prc=1
     echo "== build: the carried bundle $B (tests/gpu/bundle.sh)"
