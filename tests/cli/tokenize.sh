@@ -115,6 +115,12 @@ verdict "train: specials first, then the alphabet"
 run tupe-tokenize train --vocab-size 2000 --memory 1M -o wpm.txt big.txt
 [ $rc = 0 ] && has err "pruned" && [ "$(wc -l <wpm.txt)" = 2000 ]
 verdict "train --memory: rare words pruned, reported, still a vocabulary"
+# one word of 3M letters (a DNA line, a base64 blob): each merge costs the word's length, not
+# length times occurrences (it took about 15 minutes)
+head -c 3000000 /dev/zero | tr '\0' a >oneword.txt
+run timeout 120 tupe-tokenize train -q --vocab-size 200 -o ow.txt oneword.txt
+[ $rc = 0 ] && [ "$(sed -n 8p ow.txt)" = "##aa" ]
+verdict "train: a huge word with a pair repeated everywhere takes linear time per merge"
 run tupe-tokenize train -q --model bpe --merges 500 --vocab-size 800 -o bpe big.txt
 [ $rc = 0 ] && [ "$(wc -l <bpe/codes)" = 500 ] && [ $(( ($(wc -l <bpe/dict.txt) + 4) % 8 )) = 0 ] &&
 verdict "train --model bpe: codes (500 merges) and a dict.txt padded to a multiple of 8"
