@@ -152,7 +152,7 @@ static int parse(tupe_cli *c, args *a)
         case O_MAX_CHARS: bad = tupe_cli_long(c, arg, 1, 1 << 20, &a->max_chars); break;
         case O_MODEL: bad = tupe_cli_choice(c, arg, "wordpiece|bpe", &a->model); break;
         case O_VOCAB_SIZE: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->vocab_size); break;
-        case O_MERGES: bad = tupe_cli_long(c, arg, 0, 1L << 24, &a->merges); break;
+        case O_MERGES: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->merges); break;
         case O_MIN_FREQ:
             bad = tupe_cli_long(c, arg, 0, 1L << 40, &a->min_freq);
             a->min_freq_set = 1;

@@ -192,6 +192,9 @@ verdict "encode without --vocab: usage error"
 run tupe-tokenize train --model bpe big.txt
 [ $rc = 2 ]
 verdict "train --model bpe without -o: usage error"
+run tupe-tokenize train -q --model bpe --merges 0 -o b0 a.txt
+[ $rc = 2 ] && has err "--merges" && [ ! -e b0 ]
+verdict "train --merges 0: usage error (it used to learn the default 32640)"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
