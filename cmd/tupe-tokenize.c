@@ -118,7 +118,7 @@ typedef struct args {
     int model;
     long vocab_size, merges, min_freq, limit_alpha;
     uint64_t memory;
-    int format_set, min_freq_set;
+    int format_set, min_freq_set, accents_set, max_chars_set;
 } args;
 
 static int parse(tupe_cli *c, args *a)
@@ -146,10 +146,16 @@ static int parse(tupe_cli *c, args *a)
         case O_SKIP_SPECIAL: a->skip_special = 1; break;
         case O_LOWER: a->lowercase = 1; break;
         case O_CASED: a->lowercase = 0; break;
-        case O_STRIP: a->strip_accents = 1; break;
-        case O_KEEP_ACCENTS: a->strip_accents = 0; break;
+        case O_STRIP: a->strip_accents = a->accents_set = 1; break;
+        case O_KEEP_ACCENTS:
+            a->strip_accents = 0;
+            a->accents_set = 1;
+            break;
         case O_INVALID: bad = tupe_cli_choice(c, arg, "error|replace|skip", &a->invalid); break;
-        case O_MAX_CHARS: bad = tupe_cli_long(c, arg, 1, 1 << 20, &a->max_chars); break;
+        case O_MAX_CHARS:
+            bad = tupe_cli_long(c, arg, 1, 1 << 20, &a->max_chars);
+            a->max_chars_set = 1;
+            break;
         case O_MODEL: bad = tupe_cli_choice(c, arg, "wordpiece|bpe", &a->model); break;
         case O_VOCAB_SIZE: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->vocab_size); break;
         case O_MERGES: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->merges); break;
@@ -163,7 +169,23 @@ static int parse(tupe_cli *c, args *a)
         if (bad)
             return -1;
     }
-    return id < 0 ? -1 : 0;
+    if (id < 0)
+        return -1;
+    /* an option that would do nothing in this combination is refused, not ignored */
+    if (a->keep_title && a->docs != TUPE_DOCS_WIKI)
+        return tupe_cli_usage(c, "--keep-title is for --docs wiki only"), -1;
+    if (strcmp(c->cmd->name, "train") != 0)
+        return 0;
+    if (a->model == 1 && (a->limit_alpha >= 0 || a->accents_set))
+        return tupe_cli_usage(c, "%s for --model wordpiece only",
+                              a->limit_alpha >= 0 ? "--limit-alphabet is"
+                                                  : "--strip-accents and --keep-accents are"),
+               -1;
+    if (a->model != 1 && a->merges)
+        return tupe_cli_usage(c, "--merges is for --model bpe only (WordPiece stops at "
+                                 "--vocab-size)"),
+               -1;
+    return 0;
 }
 
 static int open_corpus(tupe_cli *c, int docs, tupe_corpus **corpus)
@@ -183,6 +205,13 @@ static int load_tokenizer(tupe_cli *c, const args *a, tupe_vocab **v, tupe_token
         return tupe_cli_usage(c, "--vocab is required");
     if (tupe_vocab_load(v, a->vocab, &e))
         return tupe_cli_error(c, &e);
+    if ((*v)->kind == TUPE_VOCAB_BPE && (a->accents_set || a->max_chars_set)) {
+        tupe_vocab_free(*v);
+        *v = NULL;
+        return tupe_cli_usage(c, "%s is a BPE vocabulary: %s for WordPiece only", a->vocab,
+                              a->max_chars_set ? "--max-chars-per-word is"
+                                               : "--strip-accents and --keep-accents are");
+    }
     char codes[4096];
     snprintf(codes, sizeof codes, "%s/codes", a->vocab);
     tupe_tokenizer_opts o = {

@@ -195,6 +195,15 @@ verdict "train --model bpe without -o: usage error"
 run tupe-tokenize train -q --model bpe --merges 0 -o b0 a.txt
 [ $rc = 2 ] && has err "--merges" && [ ! -e b0 ]
 verdict "train --merges 0: usage error (it used to learn the default 32640)"
+ok_combo=1
+for args in "train --model bpe --limit-alphabet 50 -o bx" "train --model bpe --keep-accents -o bx" \
+    "train --merges 50" "train --keep-title" "encode --vocab $V --keep-title" \
+    "encode --vocab bpe --strip-accents" "info --vocab bpe --max-chars-per-word 9"; do
+    run tupe-tokenize $args -q a.txt
+    [ $rc = 2 ] && has err " only" || { ok_combo=0; echo "# $args: rc=$rc"; }
+done
+[ $ok_combo = 1 ] && [ ! -e bx ]
+verdict "options that would do nothing in the combination given: usage errors"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
