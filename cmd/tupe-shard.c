@@ -211,6 +211,7 @@ typedef struct catopts {
     int has_epoch;
     uint64_t epoch, seed;
     uint32_t rank, world;
+    int has_seed;
 } catopts;
 
 /* The vocabulary (vocab.txt or a BPE directory) must be the one the shards were made with. */
@@ -315,6 +316,11 @@ static int do_cat(tupe_cli *c, const catopts *a)
         return tupe_cli_usage(c, "--rank %u is not below --world %u", a->rank, a->world);
     if (a->vocab && !a->text)
         return tupe_cli_usage(c, "--vocab applies to --format text");
+    if (a->has_seed && !a->has_epoch)
+        return tupe_cli_usage(c, "--seed applies to --epoch (the stored order has no seed)");
+    if (a->has_epoch && a->split == TUPE_SPLIT_VALID)
+        return tupe_cli_usage(c, "--epoch applies to the training split (tupe-pretrain reads the "
+                                 "validation split in stored order)");
     const char *dir = c->args[0];
     tupe_err e;
     tupe_shard_meta m;
@@ -374,7 +380,7 @@ int main(int argc, char **argv)
         return c.exit_code;
     tupe_shard_opts o;
     tupe_shard_opts_init(&o);
-    catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1};
+    catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1, 0};
     int explicit_comp = 0, explicit_level = 0, id, bad = 0, choice;
     long lv;
     uint64_t u;
@@ -396,6 +402,7 @@ int main(int argc, char **argv)
         case O_SEED:
             bad = tupe_cli_u64(&c, arg, 0, INT64_MAX, &u);
             o.seed = a.seed = u;
+            a.has_seed = 1;
             break;
         case O_NOSHUF: o.shuffle = 0; break;
         case O_VFRAC: bad = tupe_cli_double(&c, arg, 0, 0.999999, &o.valid_fraction); break;

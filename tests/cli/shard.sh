@@ -105,6 +105,12 @@ bash -c "cmp -s <(awk 'NR % 3 == 2' $T/e1.txt) $T/r1.txt"
 verdict "rank r reads positions r, r+W, ... of the epoch"
 bash -c "! cmp -s <($S cat --format text --epoch 2 $T/s1) $T/e1.txt"
 verdict "each epoch has its own order"
+run $S cat --seed 5 $T/s1
+[ $rc = 2 ] && has $T/err "--seed applies to --epoch"
+verdict "cat --seed without --epoch: usage error (it did nothing)"
+run $S cat --epoch 1 --split valid $T/v
+[ $rc = 2 ] && has $T/err "--epoch applies to the training split"
+verdict "cat --epoch --split valid: usage error (no reader shuffles validation)"
 
 # ---- corruption and truncation --------------------------------------------------------------
 run $S verify $T/s1
