@@ -121,6 +121,10 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
                   " from %s of input in %.1f s", o->output, t->sequences, t->nfiles, v->sequences,
                   v->documents, pct(t->padding + v->padding, t->tokens + t->padding + v->tokens +
                                     v->padding), raw, st, in, rep.seconds);
+    if (o->valid_fraction > 0 && v->sequences == 0)
+        tupe_cli_note(c, "--valid-fraction %g held out none of the %" PRIu64 " documents: there is "
+                      "no validation split (--valid-sequences N holds out a set number)",
+                      o->valid_fraction, m.in_documents - m.in_empty);
     if (c->verbose)
         tupe_cli_note(c, "shuffle: %" PRIu64 " sorted runs spilled (%" PRIu64
                       " bytes, %" PRIu64 " extra merge passes)", rep.runs, rep.spilled, rep.passes);

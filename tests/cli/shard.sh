@@ -85,6 +85,11 @@ $S cat --format text --split valid $T/v | undocs | sort >$T/v.valid
 verdict "validation and training share no document"
 bash -c "cmp -s <(sort $T/v.train $T/v.valid) <(sort $T/docs.nonempty)"
 verdict "together they hold every document"
+head -3 $T/docs.nonempty >$T/three.txt
+$TESTTOOL tok-write -o $T/three.tok $T/three.txt
+run $S -o $T/v0 $SP --seq-len 48 --valid-fraction 0.005 $T/three.tok
+[ $rc = 0 ] && has $T/err "--valid-fraction 0.005 held out none of the 3 documents"
+verdict "a --valid-fraction that holds out no document says so"
 run $S -q -o $T/vn $SP --seq-len 48 --valid-sequences 25 $T/in.tok
 run $S info $T/vn
 [ $rc = 0 ] && [ "$(awk '/^valid:/ { print $2 }' $T/out)" -ge 25 ]
