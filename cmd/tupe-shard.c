@@ -95,6 +95,8 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
     if (o->layout == TUPE_LAYOUT_MEGATRON && explicit_comp)
         return tupe_cli_usage(c, "--no-compress, --level and --frame-size do not apply to "
                               "--export megatron");
+    if (o->valid_fraction > 0 && o->valid_sequences > 0)
+        return tupe_cli_usage(c, "--valid-fraction and --valid-sequences exclude each other");
     if (o->layout == TUPE_LAYOUT_RAW && explicit_level)
         return tupe_cli_usage(c, "--level does not apply to --no-compress");
     o->inputs = (const char *const *)c->args;

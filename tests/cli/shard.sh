@@ -39,6 +39,9 @@ verdict "truncated input: exit 65 with the byte offset"
 run $S -o $T/x $SP --export megatron --no-compress $T/in.tok
 [ $rc = 2 ]
 verdict "options that do not apply to an export are refused"
+run $S -o $T/x $SP --valid-fraction 0.1 --valid-sequences 5 $T/in.tok
+[ $rc = 2 ] && has $T/err "--valid-fraction and --valid-sequences exclude each other" && has $T/err "Try "
+verdict "--valid-fraction with --valid-sequences: a usage error that names both"
 run $S -o $T/x $SP --no-compress --level 5 $T/in.tok
 [ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"
 verdict "--level with --no-compress is refused"
