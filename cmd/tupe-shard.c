@@ -92,6 +92,8 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
+    if (strcmp(o->output, "-") == 0)
+        return tupe_cli_usage(c, "-o -: a shard directory cannot go to standard output");
     if (o->layout == TUPE_LAYOUT_MEGATRON && explicit_comp)
         return tupe_cli_usage(c, "--no-compress, --level and --frame-size do not apply to "
                               "--export megatron");

@@ -23,6 +23,9 @@ verdict "--help lists the commands"
 run $S $T/in.tok
 [ $rc = 2 ] && has $T/err "missing -o DIR"
 verdict "no -o: usage error"
+run sh -c "cd $T && $S -o - $SP $T/in.tok"
+[ $rc = 2 ] && has $T/err "standard output" && [ ! -e $T/- ]
+verdict "-o -: usage error (it made a directory named '-')"
 run $S -o $T/x --seq-len 1 $T/in.tok
 [ $rc = 2 ] && has $T/err "--seq-len: expected an integer from 2"
 verdict "bad --seq-len: usage error"
