@@ -1,6 +1,5 @@
 #include "shardbuild.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -497,34 +496,6 @@ static int write_megatron(build *b, int split, tupe_err *e)
     return rc;
 }
 
-/* An existing output must be a shard directory (or empty): never replace anything else. */
-static int check_output(const char *path, tupe_err *e)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
-    char mp[4096];
-    snprintf(mp, sizeof mp, "%s/%s", path, TUPE_MANIFEST);
-    if (tupe_path_exists(mp))
-        return 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            empty = 0;
-    closedir(d);
-    if (!empty)
-        return tupe_fail(e, TUPE_ECANTCREAT,
-                         "%s: exists and is not a shard directory (no %s); refusing to replace it",
-                         path, TUPE_MANIFEST);
-    return 0;
-}
-
 static int check_opts(const tupe_shard_opts *o, tupe_err *e)
 {
     if (!o->output || !*o->output)
@@ -676,7 +647,7 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
     double t0 = tupe_now();
     int rc = check_opts(o, e);
     if (!rc)
-        rc = check_output(o->output, e);
+        rc = tupe_dir_replaceable(o->output, TUPE_MANIFEST, "a shard directory", e);
     if (rc)
         return rc;
     build b;

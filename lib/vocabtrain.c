@@ -572,7 +572,10 @@ int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_t
     tupe_wordcount_init(&wc);
     tupe_vocab *v = NULL;
     tupe_buf codes = {0};
-    int rc = tupe_train_count(c, o, &wc, r, e);
+    /* before the work: the directory to replace must be a BPE vocabulary or empty */
+    int rc = o->kind == TUPE_VOCAB_BPE ? tupe_dir_replaceable(out, "codes", "a BPE vocabulary", e) : 0;
+    if (!rc)
+        rc = tupe_train_count(c, o, &wc, r, e);
     if (rc)
         goto done;
     if (o->kind == TUPE_VOCAB_WORDPIECE) {

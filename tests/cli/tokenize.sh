@@ -204,6 +204,14 @@ for args in "train --model bpe --limit-alphabet 50 -o bx" "train --model bpe --k
 done
 [ $ok_combo = 1 ] && [ ! -e bx ]
 verdict "options that would do nothing in the combination given: usage errors"
+mkdir -p keep && echo data >keep/notes.txt
+run tupe-tokenize train -q --model bpe --merges 5 -o keep a.txt
+[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (no codes); refusing to replace it" &&
+    [ "$(cat keep/notes.txt)" = data ]
+verdict "train --model bpe -o DIR: a directory that is not a BPE vocabulary is not replaced (it was deleted)"
+run tupe-tokenize train -q --model bpe --merges 5 -o bpe a.txt
+[ $rc = 0 ] && [ "$(wc -l <bpe/codes)" = 5 ]
+verdict "train --model bpe -o DIR: an older BPE vocabulary is replaced"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
