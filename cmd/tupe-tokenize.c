@@ -1,4 +1,5 @@
 /* tupe-tokenize: train vocabularies, encode text to token streams, decode, inspect. */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -391,9 +392,14 @@ static int cmd_info(tupe_cli *c, const args *a)
     double per_word = st.words ? (double)st.tokens / (double)st.words : 0;
     double unk_words = st.words ? (double)st.unk_words / (double)st.words : 0;
     if (json) {
-        printf("{\"vocab\": \"%s\", \"kind\": \"%s\", \"size\": %u, \"hash\": \"%s\", "
+        /* the path as a JSON string: quotes and backslashes escaped */
+        json_t *js = json_string_nocheck(a->vocab);
+        char *path = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        printf("{\"vocab\": %s, \"kind\": \"%s\", \"size\": %u, \"hash\": \"%s\", "
                "\"continuation_tokens\": %u, \"longest_token_bytes\": %u",
-               a->vocab, kind, n, hash, cont, maxlen);
+               path ? path : "null", kind, n, hash, cont, maxlen);
+        free(path);
         for (int i = 0; i < TUPE_SP_COUNT; i++)
             printf(", \"%s_id\": %d", tupe_special_role(i), v->special[i]);
         if (have_text)

@@ -105,6 +105,11 @@ run tupe-tokenize info --vocab "$V" --format json
 [ $rc = 0 ] && has out '"size": 30522' && has out '"mask_id": 103'
 verdict "info --format json"
 
+cp "$V" 'my "v".txt'
+run tupe-tokenize info --vocab 'my "v".txt' --format json
+[ $rc = 0 ] && has out '{"vocab": "my \"v\".txt", "kind"'
+verdict "info --format json: the path is a JSON string (a quote in it gave invalid JSON)"
+
 # ---- training and BPE -----------------------------------------------------------------------
 run tupe-tokenize train -q --vocab-size 2000 --threads 1 -o wp1.txt big.txt
 run tupe-tokenize train -q --vocab-size 2000 --threads 3 -o wp3.txt big.txt
