@@ -471,6 +471,9 @@ static int cmd_train(tupe_cli *c, const args *a)
     o.threads = c->threads;
     o.quiet = c->quiet;
     o.verbose = c->verbose;
+    if (o.kind == TUPE_VOCAB_BPE && o.vocab_size <= TUPE_BPE_NHEAD)
+        return tupe_cli_usage(c, "--vocab-size %zu leaves no room beside the %d special tokens",
+                              o.vocab_size, TUPE_BPE_NHEAD);
     if (o.kind == TUPE_VOCAB_BPE && strcmp(a->out, "-") == 0)
         return tupe_cli_usage(c, "--model bpe writes a directory: give it with -o");
     /* counting words needs whole lines, not whole documents: chunks may then cut anywhere,
