@@ -493,6 +493,10 @@ static int cmd_train(tupe_cli *c, const args *a)
                       "the word counts reached --memory: %llu rare words were pruned (counts up "
                       "to %llu)",
                       (unsigned long long)rep.pruned_words, (unsigned long long)rep.prune_max);
+    if (o.kind == TUPE_VOCAB_WORDPIECE && rep.vocab_size > o.vocab_size)
+        tupe_cli_note(c, "the special tokens and the alphabet alone are %zu entries, more than "
+                      "--vocab-size %zu (--limit-alphabet keeps fewer characters)",
+                      rep.vocab_size, o.vocab_size);
     if (c->verbose)
         tupe_cli_note(c, "%llu words (%llu distinct), %zu entries, %zu merges",
                       (unsigned long long)rep.words, (unsigned long long)rep.distinct,

@@ -220,6 +220,9 @@ verdict "train --model bpe -o DIR: an older BPE vocabulary is replaced"
 run tupe-tokenize train -q --model bpe --vocab-size 4 -o b4 a.txt
 [ $rc = 2 ] && has err "--vocab-size 4 leaves no room" && [ ! -e b4 ]
 verdict "train --model bpe --vocab-size 4: usage error (it wrote a dict.txt of padding only)"
+run tupe-tokenize train --vocab-size 10 -o v10.txt a.txt
+[ $rc = 0 ] && has err "alone are $(wc -l <v10.txt) entries, more than --vocab-size 10"
+verdict "train: a vocabulary larger than --vocab-size (the alphabet alone) says so"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
