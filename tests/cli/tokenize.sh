@@ -164,6 +164,11 @@ mkdir -p tree/b tree/a && printf 'one\n' >tree/b/x.txt && printf 'two\n' >tree/a
 run tupe-tokenize encode -q --vocab "$V" --format tokens --docs line tree
 [ $rc = 0 ] && [ "$(cat out)" = $'two\none' ]
 verdict "a directory is its files, recursively, in path order (hidden ones skipped)"
+ln -s .. tree/a/up
+run tupe-tokenize encode -q --vocab "$V" --format tokens --docs line tree
+[ $rc = 65 ] && has err "tree/a/up: a symbolic link loop (it is tree again)" && is_empty out
+verdict "a symbolic link loop in a directory input: exit 65, named (it read the files ~40 times)"
+rm tree/a/up
 run enc --format text --invalid replace bad.txt
 [ $rc = 0 ] && [ "$(cat out)" = "2204 2240 2919 24880" ]
 verdict "--invalid replace (U+FFFD, which BERT cleaning drops)"
