@@ -151,6 +151,9 @@ int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *w
         return rc;
     r->words = wc->total;
     r->distinct = tupe_wordcount_size(wc);
+    if (!r->distinct && r->pruned_words)
+        return tupe_fail(e, TUPE_EUSAGE, "the memory budget (--memory) is too small: pruning "
+                         "dropped every word");
     if (!r->distinct)
         return tupe_fail(e, TUPE_EDATA, "no words in the input");
     return 0;

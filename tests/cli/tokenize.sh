@@ -228,6 +228,9 @@ verdict "train --model bpe --vocab-size 4: usage error (it wrote a dict.txt of p
 run tupe-tokenize train --vocab-size 10 -o v10.txt a.txt
 [ $rc = 0 ] && has err "alone are $(wc -l <v10.txt) entries, more than --vocab-size 10"
 verdict "train: a vocabulary larger than --vocab-size (the alphabet alone) says so"
+run tupe-tokenize train -q --memory 1 -o m.txt a.txt
+[ $rc = 2 ] && has err "--memory) is too small" && [ ! -e m.txt ]
+verdict "train --memory too small to keep a word: says so (it said 'no words in the input')"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
