@@ -165,7 +165,11 @@ static int parse(tupe_cli *c, args *a)
             a->min_freq_set = 1;
             break;
         case O_LIMIT_ALPHA: bad = tupe_cli_long(c, arg, 0, 1L << 24, &a->limit_alpha); break;
-        case O_MEMORY: bad = tupe_cli_size(c, arg, &a->memory); break;
+        case O_MEMORY:
+            bad = tupe_cli_size(c, arg, &a->memory);
+            if (!bad && !a->memory)
+                bad = tupe_cli_usage(c, "--memory: expected a size above 0, got '%s'", arg);
+            break;
         }
         if (bad)
             return -1;

@@ -231,6 +231,9 @@ verdict "train: a vocabulary larger than --vocab-size (the alphabet alone) says 
 run tupe-tokenize train -q --memory 1 -o m.txt a.txt
 [ $rc = 2 ] && has err "--memory) is too small" && [ ! -e m.txt ]
 verdict "train --memory too small to keep a word: says so (it said 'no words in the input')"
+run tupe-tokenize train -q --memory 0 -o m.txt a.txt
+[ $rc = 2 ] && has err "--memory: expected a size above 0"
+verdict "train --memory 0: usage error (it meant the default 2G)"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
