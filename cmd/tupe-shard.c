@@ -155,7 +155,8 @@ static int do_info(tupe_cli *c)
     else if (m.layout == TUPE_LAYOUT_RAW)
         printf("layout:      uncompressed (mmap-able), %u records per frame\n", m.frame_records);
     else
-        printf("layout:      Megatron .bin/.idx, dtype code %d\n", m.megatron_dtype);
+        printf("layout:      Megatron .bin/.idx, %s ids (dtype code %d)\n",
+               m.megatron_dtype == TUPE_MEGATRON_UINT16 ? "uint16" : "int32", m.megatron_dtype);
     printf("sequences:   %u ids (%u-byte ids, %u-byte records)\n", m.seq_len, m.id_bytes,
            m.rec_bytes);
     tupe_hash_hex(m.vocab_hash, h);

@@ -206,6 +206,9 @@ verdict "validation export too"
 $S -q -o $T/mn $SP --seq-len 32 --shards 2 --valid-fraction 0.2 $T/small.tok
 bash -c "cmp -s <($S cat --format text $T/mn) $FIX/megatron-train.txt"
 verdict "export holds the native shards' sequences without padding"
+run $S info $T/m
+[ $rc = 0 ] && has $T/out "Megatron .bin/.idx, uint16 ids (dtype code 8)"
+verdict "info on an export names the id type (it gave a bare dtype code)"
 run $S verify $T/m
 [ $rc = 0 ] && has $T/out "OK (3 files"
 verdict "verify an export"
