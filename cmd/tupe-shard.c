@@ -125,6 +125,10 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
                   " from %s of input in %.1f s", o->output, t->sequences, t->nfiles, v->sequences,
                   v->documents, pct(t->padding + v->padding, t->tokens + t->padding + v->tokens +
                                     v->padding), raw, st, in, rep.seconds);
+    if (rep.framed && rep.framed == m.in_documents - m.in_empty)
+        tupe_cli_note(c, "every document already begins with cls (%d) and ends with sep (%d), so "
+                      "the sequences hold them twice: encode without --add-special",
+                      m.special[TUPE_SP_CLS], m.special[TUPE_SP_SEP]);
     if (o->valid_fraction > 0 && v->sequences == 0)
         tupe_cli_note(c, "--valid-fraction %g held out none of the %" PRIu64 " documents: there is "
                       "no validation split (--valid-sequences N holds out a set number)",

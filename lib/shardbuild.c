@@ -108,7 +108,7 @@ typedef struct build {
     int pk_init[TUPE_SPLITS];
     tupe_xshuf *xs[TUPE_SPLITS];
     tupe_hasher *inhash;
-    uint64_t docs, empty, tokens, input_bytes;
+    uint64_t docs, empty, tokens, input_bytes, framed;
     /* validation candidates (valid_sequences): a max-heap on (key, doc) */
     vdoc *heap;
     size_t nheap, capheap;
@@ -302,6 +302,8 @@ static int route(build *b, const uint32_t *ids, size_t n, tupe_err *e)
         b->empty++;
         return 0;
     }
+    b->framed += n >= 2 && ids[0] == (uint32_t)b->special[TUPE_SP_CLS] &&
+                 ids[n - 1] == (uint32_t)b->special[TUPE_SP_SEP];
     int split = TUPE_SPLIT_TRAIN;
     if (o->valid_fraction > 0) {
         double u = (double)(doc_key(o->seed, doc) >> 11) * (1.0 / 9007199254740992.0);
@@ -664,6 +666,7 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
         rep->spilled = st.spilled;
         rep->passes = st.passes;
         rep->input_bytes = b.input_bytes;
+        rep->framed = b.framed;
     }
     if (!rc)
         rc = write_output(&b, e);

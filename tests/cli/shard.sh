@@ -52,6 +52,15 @@ run $S -o $T/x $SP --temp-dir $T/nowhere $T/in.tok
 [ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"
 verdict "an unusable --temp-dir is named before any work"
 
+awk '{ print "101 " $0 " 102" }' $T/docs.nonempty >$T/framed.txt
+$TESTTOOL tok-write -o $T/framed.tok $T/framed.txt
+run $S -o $T/fr $SP --seq-len 48 $T/framed.tok
+[ $rc = 0 ] && has $T/err "every document already begins with cls (101) and ends with sep (102)"
+verdict "documents already framed by [CLS] ... [SEP] (encode --add-special): a note says they are doubled"
+run $S -o $T/fr $SP --seq-len 48 $T/in.tok
+[ $rc = 0 ] && lacks $T/err "already begins"
+verdict "no such note for plain documents"
+
 # ---- packing ------------------------------------------------------------------------------
 for brk in full doc; do
     run $S -q -o $T/p-$brk $SP --seq-len 48 --break $brk --no-shuffle --frame-size 4K $T/in.tok
