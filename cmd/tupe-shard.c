@@ -1,4 +1,5 @@
 /* tupe-shard: packed, shuffled, compressed training shards (write, info, verify, cat). */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -83,6 +84,16 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-shard",
                                "packed, shuffled, compressed training shards with random access",
                                cmds, "write"};
+
+/* A full disk or a closed pipe is named, not only seen in the exit status. */
+static int flush_stdout(tupe_cli *c)
+{
+    tupe_err e;
+    if (fflush(stdout) == 0)
+        return 0;
+    tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
+    return tupe_cli_error(c, &e);
+}
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0; }
 
@@ -194,7 +205,7 @@ static int do_info(tupe_cli *c)
     printf("size:        %s of records, %s on disk, compression ratio %.3f\n", a, b,
            raw ? (double)stored / (double)raw : 0.0);
     tupe_shard_meta_free(&m);
-    return fflush(stdout) == 0 ? 0 : TUPE_EIO;
+    return flush_stdout(c);
 }
 
 /* ---- verify ---------------------------------------------------------------------------------- */
@@ -213,7 +224,7 @@ static int do_verify(tupe_cli *c)
     if (!c->quiet)
         printf("%s: OK (%" PRIu64 " files, %" PRIu64 " frames, %" PRIu64 " sequences)\n",
                c->args[0], st.files, st.frames, st.sequences);
-    return fflush(stdout) == 0 ? 0 : TUPE_EIO;
+    return flush_stdout(c);
 }
 
 /* ---- cat ------------------------------------------------------------------------------------- */

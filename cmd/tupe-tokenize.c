@@ -1,4 +1,5 @@
 /* tupe-tokenize: train vocabularies, encode text to token streams, decode, inspect. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,7 +443,7 @@ static int cmd_info(tupe_cli *c, const args *a)
     }
     if (fflush(stdout) != 0) {
         tupe_err e;
-        tupe_fail(&e, TUPE_EIO, "write failed");
+        tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
         rc = tupe_cli_error(c, &e);
     }
 done:

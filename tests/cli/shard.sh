@@ -116,6 +116,13 @@ run $S info $T/v
     has $T/out "in 3 files" && has $T/out "padding" && has $T/out "compression ratio" && has $T/out "cls 101, sep 102"
 verdict "info: counts, tokens, padding, compression ratio"
 
+run sh -c "$S info $T/v >/dev/full"
+[ $rc = 74 ] && has $T/err "(stdout): write failed: No space left on device"
+verdict "info to a full disk: exit 74 with a message (it was silent)"
+run sh -c "$S verify $T/v >/dev/full"
+[ $rc = 74 ] && has $T/err "(stdout): write failed"
+verdict "verify to a full disk: exit 74 with a message"
+
 # ---- ranks -------------------------------------------------------------------------------
 $S cat --format text --epoch 1 $T/s1 >$T/e1.txt
 for r in 0 1 2; do $S cat --format text --epoch 1 --rank $r --world 3 $T/s1 >$T/r$r.txt; done

@@ -110,6 +110,10 @@ run tupe-tokenize info --vocab 'my "v".txt' --format json
 [ $rc = 0 ] && has out '{"vocab": "my \"v\".txt", "kind"'
 verdict "info --format json: the path is a JSON string (a quote in it gave invalid JSON)"
 
+run sh -c "tupe-tokenize info --vocab '$V' >/dev/full"
+[ $rc = 74 ] && has err "(stdout): write failed: No space left on device"
+verdict "info to a full disk: exit 74, naming stdout and the cause"
+
 # ---- training and BPE -----------------------------------------------------------------------
 run tupe-tokenize train -q --vocab-size 2000 --threads 1 -o wp1.txt big.txt
 run tupe-tokenize train -q --vocab-size 2000 --threads 3 -o wp3.txt big.txt
