@@ -235,6 +235,15 @@ static int load_tokenizer(tupe_cli *c, const args *a, tupe_vocab **v, tupe_token
     return 0;
 }
 
+/* Plain text read with --docs wiki gives nothing at all: an error, not an empty output. */
+static int check_wiki(const args *a, const tupe_tokstats *st, tupe_err *e)
+{
+    if (a->docs != TUPE_DOCS_WIKI || st->docs)
+        return 0;
+    return tupe_fail(e, TUPE_EDATA, "no <doc> block with text in the input (--docs wiki reads "
+                                    "WikiExtractor output)");
+}
+
 /* ---- encode ------------------------------------------------------------------------------- */
 
 typedef struct sink {
@@ -294,6 +303,8 @@ static int cmd_encode(tupe_cli *c, const args *a)
     tupe_tokstats st = {0};
     rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, write_chunk, &s, &st, &e);
     tupe_progress_finish(&p);
+    if (!rc)
+        rc = check_wiki(a, &st, &e);
     if (rc) {
         tupe_tokw_abort(s.w);
         tupe_out_abort(s.o);
@@ -386,6 +397,8 @@ static int cmd_info(tupe_cli *c, const args *a)
         tupe_err e;
         rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, discard, &s, &st, &e);
         tupe_progress_finish(&p);
+        if (!rc)
+            rc = check_wiki(a, &st, &e);
         tupe_corpus_close(corpus);
         if (rc) {
             rc = tupe_cli_error(c, &e);

@@ -155,7 +155,10 @@ int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *w
         return tupe_fail(e, TUPE_EUSAGE, "the memory budget (--memory) is too small: pruning "
                          "dropped every word");
     if (!r->distinct)
-        return tupe_fail(e, TUPE_EDATA, "no words in the input");
+        return tupe_fail(e, TUPE_EDATA, "%s",
+                         o->docs == TUPE_DOCS_WIKI ? "no words inside <doc> blocks in the input "
+                                                     "(--docs wiki reads WikiExtractor output)"
+                                                   : "no words in the input");
     return 0;
 }
 

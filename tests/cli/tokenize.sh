@@ -49,6 +49,11 @@ verdict "--docs wiki: <doc> blocks, titles dropped, entities unescaped, empty ar
 run enc --format tokens --docs wiki --keep-title wiki.txt
 [ $rc = 0 ] && [ "$(head -1 out)" = "title one a < b > & c ." ]
 verdict "--docs wiki --keep-title"
+for sub in "encode --vocab $V -o w.tok" "info --vocab $V" "train -o w.vocab"; do
+    run tupe-tokenize $sub -q --docs wiki a.txt
+    [ $rc = 65 ] && has err "<doc> block" && [ ! -e w.tok ] && [ ! -e w.vocab ]
+    verdict "--docs wiki on plain text (${sub%% *}): exit 65, says why (encode wrote an empty stream)"
+done
 run enc --format text --add-special a.txt
 [ $rc = 0 ] && [ "$(head -1 out)" = "101 7592 2088 1012 2117 2240 1012 102" ]
 verdict "--add-special: [CLS] ... [SEP] around each document"
