@@ -614,7 +614,7 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         if (mkdir(tmp, 0777) == 0)
             break;
         if (errno != EEXIST || tries > 100)
-            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", tmp);
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", clean);
     }
     tupe_dirtx *tx = calloc(1, sizeof *tx);
     if (!tx || !(tx->path = strdup(clean)) || !(tx->tmp = strdup(tmp))) {

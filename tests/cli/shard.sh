@@ -61,6 +61,12 @@ run $S -o $T/fr $SP --seq-len 48 $T/in.tok
 [ $rc = 0 ] && lacks $T/err "already begins"
 verdict "no such note for plain documents"
 
+# a name of 250 bytes fits, its temporary sibling (.NAME.tmp.PID.RANDOM) does not: mkdir fails
+long=$(printf 'n%.0s' $(seq 250))
+run $S -q -o $T/$long $SP $T/in.tok
+[ $rc = 73 ] && has $T/err "$T/$long: cannot create: File name too long"
+verdict "an output directory that cannot be made: exit 73 naming it (not its temporary name)"
+
 # ---- packing ------------------------------------------------------------------------------
 for brk in full doc; do
     run $S -q -o $T/p-$brk $SP --seq-len 48 --break $brk --no-shuffle --frame-size 4K $T/in.tok
