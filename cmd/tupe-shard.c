@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "cli.h"
@@ -340,6 +341,9 @@ static int do_cat(tupe_cli *c, const catopts *a)
         return tupe_cli_usage(c, "--rank %u is not below --world %u", a->rank, a->world);
     if (a->vocab && !a->text)
         return tupe_cli_usage(c, "--vocab applies to --format text");
+    if (!a->text && strcmp(a->out, "-") == 0 && isatty(STDOUT_FILENO))
+        return tupe_cli_usage(c, "a token stream is binary: not written to a terminal (give -o "
+                                 "FILE, a pipe, or --format text)");
     if (a->has_seed && !a->has_epoch)
         return tupe_cli_usage(c, "--seed applies to --epoch (the stored order has no seed)");
     if (a->has_epoch && a->split == TUPE_SPLIT_VALID)

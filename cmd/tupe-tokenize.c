@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "cli.h"
@@ -274,6 +275,9 @@ static int cmd_encode(tupe_cli *c, const args *a)
     tupe_vocab *v = NULL;
     tupe_tokenizer *t = NULL;
     tupe_corpus *corpus = NULL;
+    if (a->format == TUPE_ENC_BINARY && strcmp(a->out, "-") == 0 && isatty(STDOUT_FILENO))
+        return tupe_cli_usage(c, "a token stream is binary: not written to a terminal (give -o "
+                                 "FILE, a pipe, or --format text)");
     int rc = load_tokenizer(c, a, &v, &t);
     if (rc)
         return rc;

@@ -138,6 +138,9 @@ bash -c "cmp -s <(awk 'NR % 3 == 2' $T/e1.txt) $T/r1.txt"
 verdict "rank r reads positions r, r+W, ... of the epoch"
 bash -c "! cmp -s <($S cat --format text --epoch 2 $T/s1) $T/e1.txt"
 verdict "each epoch has its own order"
+run script -qec "$S cat $T/s1" /dev/null
+[ $rc = 2 ] && has $T/out "not written to a terminal" && lacks $T/out TUPETOKS
+verdict "cat: a binary token stream is not written to a terminal"
 run $S cat --seed 5 $T/s1
 [ $rc = 2 ] && has $T/err "--seed applies to --epoch"
 verdict "cat --seed without --epoch: usage error (it did nothing)"

@@ -119,6 +119,10 @@ run sh -c "tupe-tokenize info --vocab '$V' >/dev/full"
 [ $rc = 74 ] && has err "(stdout): write failed: No space left on device"
 verdict "info to a full disk: exit 74, naming stdout and the cause"
 
+run script -qec "tupe-tokenize encode -q --vocab '$V' a.txt" /dev/null
+[ $rc = 2 ] && has out "not written to a terminal" && lacks out TUPETOKS
+verdict "encode: a binary token stream is not written to a terminal"
+
 # ---- training and BPE -----------------------------------------------------------------------
 run tupe-tokenize train -q --vocab-size 2000 --threads 1 -o wp1.txt big.txt
 run tupe-tokenize train -q --vocab-size 2000 --threads 3 -o wp3.txt big.txt
