@@ -100,7 +100,8 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 
 /* ---- write ------------------------------------------------------------------------------------ */
 
-static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level)
+static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level,
+                    int explicit_vshards)
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
@@ -111,6 +112,9 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
                               "--export megatron");
     if (o->valid_fraction > 0 && o->valid_sequences > 0)
         return tupe_cli_usage(c, "--valid-fraction and --valid-sequences exclude each other");
+    if (explicit_vshards && o->valid_fraction == 0 && o->valid_sequences == 0)
+        return tupe_cli_usage(c, "--valid-shards applies to a validation split (--valid-fraction "
+                                 "or --valid-sequences)");
     if (o->layout == TUPE_LAYOUT_RAW && explicit_level)
         return tupe_cli_usage(c, "--level does not apply to --no-compress");
     o->inputs = (const char *const *)c->args;
@@ -409,7 +413,7 @@ int main(int argc, char **argv)
     tupe_shard_opts o;
     tupe_shard_opts_init(&o);
     catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1, 0};
-    int explicit_comp = 0, explicit_level = 0, id, bad = 0, choice;
+    int explicit_comp = 0, explicit_level = 0, explicit_vshards = 0, id, bad = 0, choice;
     long lv;
     uint64_t u;
     const char *arg;
@@ -442,6 +446,7 @@ int main(int argc, char **argv)
         case O_VSHARDS:
             bad = tupe_cli_long(&c, arg, 1, 1000000, &lv);
             o.valid_shards = (uint32_t)lv;
+            explicit_vshards = 1;
             break;
         case O_MEMORY: bad = tupe_cli_size(&c, arg, &o.memory); break;
         case O_TEMP: o.tmpdir = arg; break;
@@ -497,7 +502,7 @@ int main(int argc, char **argv)
     int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp, explicit_level);
+        rc = do_write(&c, &o, explicit_comp, explicit_level, explicit_vshards);
     else if (strcmp(name, "info") == 0)
         rc = do_info(&c);
     else if (strcmp(name, "verify") == 0)
