@@ -101,7 +101,7 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 /* ---- write ------------------------------------------------------------------------------------ */
 
 static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level,
-                    int explicit_vshards)
+                    int explicit_vshards, int explicit_seed)
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
@@ -112,6 +112,9 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
                               "--export megatron");
     if (o->valid_fraction > 0 && o->valid_sequences > 0)
         return tupe_cli_usage(c, "--valid-fraction and --valid-sequences exclude each other");
+    if (explicit_seed && !o->shuffle && o->valid_fraction == 0 && o->valid_sequences == 0)
+        return tupe_cli_usage(c, "--seed applies to the shuffle and the validation split: "
+                                 "with --no-shuffle and no split it would do nothing");
     if (explicit_vshards && o->valid_fraction == 0 && o->valid_sequences == 0)
         return tupe_cli_usage(c, "--valid-shards applies to a validation split (--valid-fraction "
                                  "or --valid-sequences)");
@@ -502,7 +505,7 @@ int main(int argc, char **argv)
     int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp, explicit_level, explicit_vshards);
+        rc = do_write(&c, &o, explicit_comp, explicit_level, explicit_vshards, a.has_seed);
     else if (strcmp(name, "info") == 0)
         rc = do_info(&c);
     else if (strcmp(name, "verify") == 0)

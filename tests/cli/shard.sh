@@ -42,6 +42,9 @@ verdict "truncated input: exit 65 with the byte offset"
 run $S -o $T/x $SP --export megatron --no-compress $T/in.tok
 [ $rc = 2 ]
 verdict "options that do not apply to an export are refused"
+run $S -o $T/x $SP --seed 4 --no-shuffle $T/in.tok
+[ $rc = 2 ] && has $T/err "--seed applies to the shuffle and the validation split" && [ ! -e $T/x ]
+verdict "--seed with --no-shuffle and no validation split: usage error (it did nothing)"
 run $S -o $T/x $SP --valid-shards 3 $T/in.tok
 [ $rc = 2 ] && has $T/err "--valid-shards applies to a validation split" && [ ! -e $T/x ]
 verdict "--valid-shards without a validation split: usage error (it did nothing)"
