@@ -54,6 +54,9 @@ verdict "--valid-fraction with --valid-sequences: a usage error that names both"
 run $S -o $T/x $SP --no-compress --level 5 $T/in.tok
 [ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"
 verdict "--level with --no-compress is refused"
+run $S -o $T/x $SP --memory 200000G $T/in.tok
+[ $rc = 1 ] && has $T/err "cannot reserve the shuffle buffer of 200000.0 GiB (is --memory more" && [ ! -e $T/x ]
+verdict "a --memory beyond the machine: says so in GiB, names the option"
 run $S -o $T/x $SP --temp-dir $T/nowhere $T/in.tok
 [ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"
 verdict "an unusable --temp-dir is named before any work"
