@@ -1,9 +1,11 @@
 /* tupe-shard: packed, shuffled, compressed training shards (write, info, verify, cat). */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "cli.h"
@@ -84,17 +86,38 @@ static const tupe_prog prog = {"tupe-shard",
                                "packed, shuffled, compressed training shards with random access",
                                cmds, "write"};
 
+/* A full disk or a closed pipe is named, not only seen in the exit status. */
+static int flush_stdout(tupe_cli *c)
+{
+    tupe_err e;
+    if (fflush(stdout) == 0)
+        return 0;
+    tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
+    return tupe_cli_error(c, &e);
+}
+
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0; }
 
 /* ---- write ------------------------------------------------------------------------------------ */
 
-static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level)
+static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level,
+                    int explicit_vshards, int explicit_seed)
 {
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
+    if (strcmp(o->output, "-") == 0)
+        return tupe_cli_usage(c, "-o -: a shard directory cannot go to standard output");
     if (o->layout == TUPE_LAYOUT_MEGATRON && explicit_comp)
         return tupe_cli_usage(c, "--no-compress, --level and --frame-size do not apply to "
                               "--export megatron");
+    if (o->valid_fraction > 0 && o->valid_sequences > 0)
+        return tupe_cli_usage(c, "--valid-fraction and --valid-sequences exclude each other");
+    if (explicit_seed && !o->shuffle && o->valid_fraction == 0 && o->valid_sequences == 0)
+        return tupe_cli_usage(c, "--seed applies to the shuffle and the validation split: "
+                                 "with --no-shuffle and no split it would do nothing");
+    if (explicit_vshards && o->valid_fraction == 0 && o->valid_sequences == 0)
+        return tupe_cli_usage(c, "--valid-shards applies to a validation split (--valid-fraction "
+                                 "or --valid-sequences)");
     if (o->layout == TUPE_LAYOUT_RAW && explicit_level)
         return tupe_cli_usage(c, "--level does not apply to --no-compress");
     o->inputs = (const char *const *)c->args;
@@ -121,6 +144,14 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
                   " from %s of input in %.1f s", o->output, t->sequences, t->nfiles, v->sequences,
                   v->documents, pct(t->padding + v->padding, t->tokens + t->padding + v->tokens +
                                     v->padding), raw, st, in, rep.seconds);
+    if (rep.framed && rep.framed == m.in_documents - m.in_empty)
+        tupe_cli_note(c, "every document already begins with cls (%d) and ends with sep (%d), so "
+                      "the sequences hold them twice: encode without --add-special",
+                      m.special[TUPE_SP_CLS], m.special[TUPE_SP_SEP]);
+    if (o->valid_fraction > 0 && v->sequences == 0)
+        tupe_cli_note(c, "--valid-fraction %g held out none of the %" PRIu64 " documents: there is "
+                      "no validation split (--valid-sequences N holds out a set number)",
+                      o->valid_fraction, m.in_documents - m.in_empty);
     if (c->verbose)
         tupe_cli_note(c, "shuffle: %" PRIu64 " sorted runs spilled (%" PRIu64
                       " bytes, %" PRIu64 " extra merge passes)", rep.runs, rep.spilled, rep.passes);
@@ -147,7 +178,8 @@ static int do_info(tupe_cli *c)
     else if (m.layout == TUPE_LAYOUT_RAW)
         printf("layout:      uncompressed (mmap-able), %u records per frame\n", m.frame_records);
     else
-        printf("layout:      Megatron .bin/.idx, dtype code %d\n", m.megatron_dtype);
+        printf("layout:      Megatron .bin/.idx, %s ids (dtype code %d)\n",
+               m.megatron_dtype == TUPE_MEGATRON_UINT16 ? "uint16" : "int32", m.megatron_dtype);
     printf("sequences:   %u ids (%u-byte ids, %u-byte records)\n", m.seq_len, m.id_bytes,
            m.rec_bytes);
     tupe_hash_hex(m.vocab_hash, h);
@@ -181,7 +213,7 @@ static int do_info(tupe_cli *c)
     printf("size:        %s of records, %s on disk, compression ratio %.3f\n", a, b,
            raw ? (double)stored / (double)raw : 0.0);
     tupe_shard_meta_free(&m);
-    return fflush(stdout) == 0 ? 0 : TUPE_EIO;
+    return flush_stdout(c);
 }
 
 /* ---- verify ---------------------------------------------------------------------------------- */
@@ -200,7 +232,7 @@ static int do_verify(tupe_cli *c)
     if (!c->quiet)
         printf("%s: OK (%" PRIu64 " files, %" PRIu64 " frames, %" PRIu64 " sequences)\n",
                c->args[0], st.files, st.frames, st.sequences);
-    return fflush(stdout) == 0 ? 0 : TUPE_EIO;
+    return flush_stdout(c);
 }
 
 /* ---- cat ------------------------------------------------------------------------------------- */
@@ -211,6 +243,7 @@ typedef struct catopts {
     int has_epoch;
     uint64_t epoch, seed;
     uint32_t rank, world;
+    int has_seed;
 } catopts;
 
 /* The vocabulary (vocab.txt or a BPE directory) must be the one the shards were made with. */
@@ -315,6 +348,14 @@ static int do_cat(tupe_cli *c, const catopts *a)
         return tupe_cli_usage(c, "--rank %u is not below --world %u", a->rank, a->world);
     if (a->vocab && !a->text)
         return tupe_cli_usage(c, "--vocab applies to --format text");
+    if (!a->text && strcmp(a->out, "-") == 0 && isatty(STDOUT_FILENO))
+        return tupe_cli_usage(c, "a token stream is binary: not written to a terminal (give -o "
+                                 "FILE, a pipe, or --format text)");
+    if (a->has_seed && !a->has_epoch)
+        return tupe_cli_usage(c, "--seed applies to --epoch (the stored order has no seed)");
+    if (a->has_epoch && a->split == TUPE_SPLIT_VALID)
+        return tupe_cli_usage(c, "--epoch applies to the training split (tupe-pretrain reads the "
+                                 "validation split in stored order)");
     const char *dir = c->args[0];
     tupe_err e;
     tupe_shard_meta m;
@@ -374,8 +415,8 @@ int main(int argc, char **argv)
         return c.exit_code;
     tupe_shard_opts o;
     tupe_shard_opts_init(&o);
-    catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1};
-    int explicit_comp = 0, explicit_level = 0, id, bad = 0, choice;
+    catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1, 0};
+    int explicit_comp = 0, explicit_level = 0, explicit_vshards = 0, id, bad = 0, choice;
     long lv;
     uint64_t u;
     const char *arg;
@@ -396,6 +437,7 @@ int main(int argc, char **argv)
         case O_SEED:
             bad = tupe_cli_u64(&c, arg, 0, INT64_MAX, &u);
             o.seed = a.seed = u;
+            a.has_seed = 1;
             break;
         case O_NOSHUF: o.shuffle = 0; break;
         case O_VFRAC: bad = tupe_cli_double(&c, arg, 0, 0.999999, &o.valid_fraction); break;
@@ -407,6 +449,7 @@ int main(int argc, char **argv)
         case O_VSHARDS:
             bad = tupe_cli_long(&c, arg, 1, 1000000, &lv);
             o.valid_shards = (uint32_t)lv;
+            explicit_vshards = 1;
             break;
         case O_MEMORY: bad = tupe_cli_size(&c, arg, &o.memory); break;
         case O_TEMP: o.tmpdir = arg; break;
@@ -462,7 +505,7 @@ int main(int argc, char **argv)
     int rc;
     const char *name = c.cmd->name;
     if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp, explicit_level);
+        rc = do_write(&c, &o, explicit_comp, explicit_level, explicit_vshards, a.has_seed);
     else if (strcmp(name, "info") == 0)
         rc = do_info(&c);
     else if (strcmp(name, "verify") == 0)

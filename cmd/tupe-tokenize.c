@@ -1,6 +1,9 @@
 /* tupe-tokenize: train vocabularies, encode text to token streams, decode, inspect. */
+#include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "cli.h"
@@ -118,7 +121,7 @@ typedef struct args {
     int model;
     long vocab_size, merges, min_freq, limit_alpha;
     uint64_t memory;
-    int format_set, min_freq_set;
+    int format_set, min_freq_set, accents_set, max_chars_set;
 } args;
 
 static int parse(tupe_cli *c, args *a)
@@ -146,24 +149,50 @@ static int parse(tupe_cli *c, args *a)
         case O_SKIP_SPECIAL: a->skip_special = 1; break;
         case O_LOWER: a->lowercase = 1; break;
         case O_CASED: a->lowercase = 0; break;
-        case O_STRIP: a->strip_accents = 1; break;
-        case O_KEEP_ACCENTS: a->strip_accents = 0; break;
+        case O_STRIP: a->strip_accents = a->accents_set = 1; break;
+        case O_KEEP_ACCENTS:
+            a->strip_accents = 0;
+            a->accents_set = 1;
+            break;
         case O_INVALID: bad = tupe_cli_choice(c, arg, "error|replace|skip", &a->invalid); break;
-        case O_MAX_CHARS: bad = tupe_cli_long(c, arg, 1, 1 << 20, &a->max_chars); break;
+        case O_MAX_CHARS:
+            bad = tupe_cli_long(c, arg, 1, 1 << 20, &a->max_chars);
+            a->max_chars_set = 1;
+            break;
         case O_MODEL: bad = tupe_cli_choice(c, arg, "wordpiece|bpe", &a->model); break;
         case O_VOCAB_SIZE: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->vocab_size); break;
-        case O_MERGES: bad = tupe_cli_long(c, arg, 0, 1L << 24, &a->merges); break;
+        case O_MERGES: bad = tupe_cli_long(c, arg, 1, 1L << 24, &a->merges); break;
         case O_MIN_FREQ:
             bad = tupe_cli_long(c, arg, 0, 1L << 40, &a->min_freq);
             a->min_freq_set = 1;
             break;
         case O_LIMIT_ALPHA: bad = tupe_cli_long(c, arg, 0, 1L << 24, &a->limit_alpha); break;
-        case O_MEMORY: bad = tupe_cli_size(c, arg, &a->memory); break;
+        case O_MEMORY:
+            bad = tupe_cli_size(c, arg, &a->memory);
+            if (!bad && !a->memory)
+                bad = tupe_cli_usage(c, "--memory: expected a size above 0, got '%s'", arg);
+            break;
         }
         if (bad)
             return -1;
     }
-    return id < 0 ? -1 : 0;
+    if (id < 0)
+        return -1;
+    /* an option that would do nothing in this combination is refused, not ignored */
+    if (a->keep_title && a->docs != TUPE_DOCS_WIKI)
+        return tupe_cli_usage(c, "--keep-title is for --docs wiki only"), -1;
+    if (strcmp(c->cmd->name, "train") != 0)
+        return 0;
+    if (a->model == 1 && (a->limit_alpha >= 0 || a->accents_set))
+        return tupe_cli_usage(c, "%s for --model wordpiece only",
+                              a->limit_alpha >= 0 ? "--limit-alphabet is"
+                                                  : "--strip-accents and --keep-accents are"),
+               -1;
+    if (a->model != 1 && a->merges)
+        return tupe_cli_usage(c, "--merges is for --model bpe only (WordPiece stops at "
+                                 "--vocab-size)"),
+               -1;
+    return 0;
 }
 
 static int open_corpus(tupe_cli *c, int docs, tupe_corpus **corpus)
@@ -183,6 +212,13 @@ static int load_tokenizer(tupe_cli *c, const args *a, tupe_vocab **v, tupe_token
         return tupe_cli_usage(c, "--vocab is required");
     if (tupe_vocab_load(v, a->vocab, &e))
         return tupe_cli_error(c, &e);
+    if ((*v)->kind == TUPE_VOCAB_BPE && (a->accents_set || a->max_chars_set)) {
+        tupe_vocab_free(*v);
+        *v = NULL;
+        return tupe_cli_usage(c, "%s is a BPE vocabulary: %s for WordPiece only", a->vocab,
+                              a->max_chars_set ? "--max-chars-per-word is"
+                                               : "--strip-accents and --keep-accents are");
+    }
     char codes[4096];
     snprintf(codes, sizeof codes, "%s/codes", a->vocab);
     tupe_tokenizer_opts o = {
@@ -198,6 +234,15 @@ static int load_tokenizer(tupe_cli *c, const args *a, tupe_vocab **v, tupe_token
         return tupe_cli_error(c, &e);
     }
     return 0;
+}
+
+/* Plain text read with --docs wiki gives nothing at all: an error, not an empty output. */
+static int check_wiki(const args *a, const tupe_tokstats *st, tupe_err *e)
+{
+    if (a->docs != TUPE_DOCS_WIKI || st->docs)
+        return 0;
+    return tupe_fail(e, TUPE_EDATA, "no <doc> block with text in the input (--docs wiki reads "
+                                    "WikiExtractor output)");
 }
 
 /* ---- encode ------------------------------------------------------------------------------- */
@@ -230,6 +275,9 @@ static int cmd_encode(tupe_cli *c, const args *a)
     tupe_vocab *v = NULL;
     tupe_tokenizer *t = NULL;
     tupe_corpus *corpus = NULL;
+    if (a->format == TUPE_ENC_BINARY && strcmp(a->out, "-") == 0 && isatty(STDOUT_FILENO))
+        return tupe_cli_usage(c, "a token stream is binary: not written to a terminal (give -o "
+                                 "FILE, a pipe, or --format text)");
     int rc = load_tokenizer(c, a, &v, &t);
     if (rc)
         return rc;
@@ -259,6 +307,8 @@ static int cmd_encode(tupe_cli *c, const args *a)
     tupe_tokstats st = {0};
     rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, write_chunk, &s, &st, &e);
     tupe_progress_finish(&p);
+    if (!rc)
+        rc = check_wiki(a, &st, &e);
     if (rc) {
         tupe_tokw_abort(s.w);
         tupe_out_abort(s.o);
@@ -351,6 +401,8 @@ static int cmd_info(tupe_cli *c, const args *a)
         tupe_err e;
         rc = tupe_encode_corpus(t, corpus, &eo, &h, c->threads, discard, &s, &st, &e);
         tupe_progress_finish(&p);
+        if (!rc)
+            rc = check_wiki(a, &st, &e);
         tupe_corpus_close(corpus);
         if (rc) {
             rc = tupe_cli_error(c, &e);
@@ -362,9 +414,14 @@ static int cmd_info(tupe_cli *c, const args *a)
     double per_word = st.words ? (double)st.tokens / (double)st.words : 0;
     double unk_words = st.words ? (double)st.unk_words / (double)st.words : 0;
     if (json) {
-        printf("{\"vocab\": \"%s\", \"kind\": \"%s\", \"size\": %u, \"hash\": \"%s\", "
+        /* the path as a JSON string: quotes and backslashes escaped */
+        json_t *js = json_string_nocheck(a->vocab);
+        char *path = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        printf("{\"vocab\": %s, \"kind\": \"%s\", \"size\": %u, \"hash\": \"%s\", "
                "\"continuation_tokens\": %u, \"longest_token_bytes\": %u",
-               a->vocab, kind, n, hash, cont, maxlen);
+               path ? path : "null", kind, n, hash, cont, maxlen);
+        free(path);
         for (int i = 0; i < TUPE_SP_COUNT; i++)
             printf(", \"%s_id\": %d", tupe_special_role(i), v->special[i]);
         if (have_text)
@@ -403,7 +460,7 @@ static int cmd_info(tupe_cli *c, const args *a)
     }
     if (fflush(stdout) != 0) {
         tupe_err e;
-        tupe_fail(&e, TUPE_EIO, "write failed");
+        tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
         rc = tupe_cli_error(c, &e);
     }
 done:
@@ -436,6 +493,9 @@ static int cmd_train(tupe_cli *c, const args *a)
     o.threads = c->threads;
     o.quiet = c->quiet;
     o.verbose = c->verbose;
+    if (o.kind == TUPE_VOCAB_BPE && o.vocab_size <= TUPE_BPE_NHEAD)
+        return tupe_cli_usage(c, "--vocab-size %zu leaves no room beside the %d special tokens",
+                              o.vocab_size, TUPE_BPE_NHEAD);
     if (o.kind == TUPE_VOCAB_BPE && strcmp(a->out, "-") == 0)
         return tupe_cli_usage(c, "--model bpe writes a directory: give it with -o");
     /* counting words needs whole lines, not whole documents: chunks may then cut anywhere,
@@ -455,6 +515,10 @@ static int cmd_train(tupe_cli *c, const args *a)
                       "the word counts reached --memory: %llu rare words were pruned (counts up "
                       "to %llu)",
                       (unsigned long long)rep.pruned_words, (unsigned long long)rep.prune_max);
+    if (o.kind == TUPE_VOCAB_WORDPIECE && rep.vocab_size > o.vocab_size)
+        tupe_cli_note(c, "the special tokens and the alphabet alone are %zu entries, more than "
+                      "--vocab-size %zu (--limit-alphabet keeps fewer characters)",
+                      rep.vocab_size, o.vocab_size);
     if (c->verbose)
         tupe_cli_note(c, "%llu words (%llu distinct), %zu entries, %zu merges",
                       (unsigned long long)rep.words, (unsigned long long)rep.distinct,

@@ -65,10 +65,27 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_dir(pathvec *pv, const char *dir, int depth, tupe_err *e)
+/* The directories on the way down, so that a symbolic link back up is caught instead of
+ * reading the same files again at every level until the path is too long. */
+typedef struct dirchain {
+    const struct dirchain *up;
+    const char *path;
+    dev_t dev;
+    ino_t ino;
+} dirchain;
+
+static int add_dir(pathvec *pv, const char *dir, const dirchain *up, int depth, tupe_err *e)
 {
     if (depth > 64)
         return tupe_fail(e, TUPE_EDATA, "%s: directories nested too deep", dir);
+    struct stat ds;
+    if (stat(dir, &ds) != 0)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+    for (const dirchain *a = up; a; a = a->up)
+        if (a->dev == ds.st_dev && a->ino == ds.st_ino)
+            return tupe_fail(e, TUPE_EDATA, "%s: a symbolic link loop (it is %s again)", dir,
+                             a->path);
+    dirchain here_dir = {up, dir, ds.st_dev, ds.st_ino};
     DIR *d = opendir(dir);
     if (!d)
         return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
@@ -91,7 +108,7 @@ static int add_dir(pathvec *pv, const char *dir, int depth, tupe_err *e)
         struct stat st;
         if (!rc && stat(here.v[i], &st) == 0) {
             if (S_ISDIR(st.st_mode))
-                rc = add_dir(pv, here.v[i], depth + 1, e);
+                rc = add_dir(pv, here.v[i], &here_dir, depth + 1, e);
             else if (S_ISREG(st.st_mode) && push_path(pv, here.v[i]))
                 rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         }
@@ -120,7 +137,7 @@ int tupe_corpus_open(tupe_corpus **out, const char *const *paths, int npaths, in
             rc = tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", paths[i]);
         } else if (S_ISDIR(st.st_mode)) {
             int before = pv.n;
-            rc = add_dir(&pv, paths[i], 0, e);
+            rc = add_dir(&pv, paths[i], NULL, 0, e);
             if (!rc && pv.n == before)
                 rc = tupe_fail(e, TUPE_ENOINPUT, "%s: a directory without files", paths[i]);
         } else {

@@ -214,7 +214,9 @@ int tupe_xshuf_new(tupe_xshuf **xp, const tupe_xshuf_opts *o, tupe_err *e)
     pthread_cond_init(&x->pcv, NULL);
     if (!x->buf || (o->shuffle && (!x->ents || !x->wbuf2)) || !x->wbuf) {
         tupe_xshuf_free(x);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory (shuffle buffer of %zu bytes)", o->memory);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory: cannot reserve the shuffle buffer of "
+                         "%.1f GiB (is --memory more than this machine has?)",
+                         (double)o->memory / (double)(1 << 30));
     }
     *xp = x;
     return 0;

@@ -557,6 +557,32 @@ int tupe_remove_tree(const char *path)
     return nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS);
 }
 
+int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
+    char mp[4096];
+    snprintf(mp, sizeof mp, "%s/%s", path, marker);
+    if (tupe_path_exists(mp))
+        return 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
+    struct dirent *de;
+    int empty = 1;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            empty = 0;
+    closedir(d);
+    if (!empty)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not %s (no %s); refusing to "
+                         "replace it", path, what, marker);
+    return 0;
+}
+
 int tupe_path_exists(const char *path)
 {
     struct stat st;
@@ -588,7 +614,7 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         if (mkdir(tmp, 0777) == 0)
             break;
         if (errno != EEXIST || tries > 100)
-            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", tmp);
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", clean);
     }
     tupe_dirtx *tx = calloc(1, sizeof *tx);
     if (!tx || !(tx->path = strdup(clean)) || !(tx->tmp = strdup(tmp))) {

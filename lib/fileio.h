@@ -80,6 +80,10 @@ int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e);
 /* Remove the temporary directory and everything in it. Frees tx. NULL is a no-op. */
 void tupe_dirtx_abort(tupe_dirtx *tx);
 
+/* Whether tupe_dirtx may replace an existing `path`: only a directory that holds `marker` (the
+ * file that makes it `what`, such as "a shard directory") or nothing; 0 when path does not
+ * exist, else TUPE_ECANTCREAT with a message, so that a mistyped -o never deletes a tree. */
+int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e);
 /* mkdir -p. */
 int tupe_mkdir_p(const char *path, tupe_err *e);
 /* rm -rf (best effort; returns 0 when nothing is left). */

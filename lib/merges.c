@@ -199,23 +199,26 @@ static int change(state *s, uint32_t x, uint32_t y, int delta, uint32_t w, uint3
     return 0;
 }
 
-/* Replace (a, b) by r in word w, left to right, as Hugging Face's Word::merge does. */
+/* Replace (a, b) by r in word w, left to right, as Hugging Face's Word::merge does; in one
+ * pass (reading at j, writing at k <= j), so that a long word with many occurrences costs its
+ * length, not length times occurrences. */
 static int merge_word(state *s, uint32_t w, uint32_t a, uint32_t b, uint32_t r, uint32_t stamp)
 {
     uint32_t *sy = s->m->sym + s->m->wstart[w];
-    uint32_t len = s->m->wlen[w];
-    for (uint32_t i = 0; i < len; i++) {
-        if (sy[i] != a || i + 1 >= len || sy[i + 1] != b)
+    uint32_t len = s->m->wlen[w], k = 0;
+    for (uint32_t j = 0; j < len;) {
+        if (sy[j] != a || j + 1 >= len || sy[j + 1] != b) {
+            sy[k++] = sy[j++];
             continue;
-        if (i > 0 && (change(s, sy[i - 1], a, -1, w, stamp) || change(s, sy[i - 1], r, 1, w, stamp)))
+        }
+        if (k > 0 && (change(s, sy[k - 1], a, -1, w, stamp) || change(s, sy[k - 1], r, 1, w, stamp)))
             return -1;
-        sy[i] = r;
-        memmove(sy + i + 1, sy + i + 2, (size_t)(len - i - 2) * sizeof *sy);
-        len--;
-        if (i + 1 < len && (change(s, b, sy[i + 1], -1, w, stamp) || change(s, r, sy[i + 1], 1, w, stamp)))
+        sy[k++] = r;
+        j += 2;
+        if (j < len && (change(s, b, sy[j], -1, w, stamp) || change(s, r, sy[j], 1, w, stamp)))
             return -1;
     }
-    s->m->wlen[w] = len;
+    s->m->wlen[w] = k;
     return 0;
 }
 

@@ -1,6 +1,5 @@
 #include "shardbuild.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -109,7 +108,7 @@ typedef struct build {
     int pk_init[TUPE_SPLITS];
     tupe_xshuf *xs[TUPE_SPLITS];
     tupe_hasher *inhash;
-    uint64_t docs, empty, tokens, input_bytes;
+    uint64_t docs, empty, tokens, input_bytes, framed;
     /* validation candidates (valid_sequences): a max-heap on (key, doc) */
     vdoc *heap;
     size_t nheap, capheap;
@@ -303,6 +302,8 @@ static int route(build *b, const uint32_t *ids, size_t n, tupe_err *e)
         b->empty++;
         return 0;
     }
+    b->framed += n >= 2 && ids[0] == (uint32_t)b->special[TUPE_SP_CLS] &&
+                 ids[n - 1] == (uint32_t)b->special[TUPE_SP_SEP];
     int split = TUPE_SPLIT_TRAIN;
     if (o->valid_fraction > 0) {
         double u = (double)(doc_key(o->seed, doc) >> 11) * (1.0 / 9007199254740992.0);
@@ -497,34 +498,6 @@ static int write_megatron(build *b, int split, tupe_err *e)
     return rc;
 }
 
-/* An existing output must be a shard directory (or empty): never replace anything else. */
-static int check_output(const char *path, tupe_err *e)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
-    char mp[4096];
-    snprintf(mp, sizeof mp, "%s/%s", path, TUPE_MANIFEST);
-    if (tupe_path_exists(mp))
-        return 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            empty = 0;
-    closedir(d);
-    if (!empty)
-        return tupe_fail(e, TUPE_ECANTCREAT,
-                         "%s: exists and is not a shard directory (no %s); refusing to replace it",
-                         path, TUPE_MANIFEST);
-    return 0;
-}
-
 static int check_opts(const tupe_shard_opts *o, tupe_err *e)
 {
     if (!o->output || !*o->output)
@@ -676,7 +649,7 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
     double t0 = tupe_now();
     int rc = check_opts(o, e);
     if (!rc)
-        rc = check_output(o->output, e);
+        rc = tupe_dir_replaceable(o->output, TUPE_MANIFEST, "a shard directory", e);
     if (rc)
         return rc;
     build b;
@@ -693,6 +666,7 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
         rep->spilled = st.spilled;
         rep->passes = st.passes;
         rep->input_bytes = b.input_bytes;
+        rep->framed = b.framed;
     }
     if (!rc)
         rc = write_output(&b, e);

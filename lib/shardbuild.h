@@ -46,6 +46,7 @@ typedef struct tupe_shard_opts {
 typedef struct tupe_shard_report {
     uint64_t input_bytes;
     uint64_t runs, spilled, passes;  /* of the training shuffle */
+    uint64_t framed;                 /* documents that already begin with cls and end with sep */
     double seconds;
 } tupe_shard_report;
 

@@ -151,8 +151,14 @@ int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *w
         return rc;
     r->words = wc->total;
     r->distinct = tupe_wordcount_size(wc);
+    if (!r->distinct && r->pruned_words)
+        return tupe_fail(e, TUPE_EUSAGE, "the memory budget (--memory) is too small: pruning "
+                         "dropped every word");
     if (!r->distinct)
-        return tupe_fail(e, TUPE_EDATA, "no words in the input");
+        return tupe_fail(e, TUPE_EDATA, "%s",
+                         o->docs == TUPE_DOCS_WIKI ? "no words inside <doc> blocks in the input "
+                                                     "(--docs wiki reads WikiExtractor output)"
+                                                   : "no words in the input");
     return 0;
 }
 
@@ -572,7 +578,10 @@ int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_t
     tupe_wordcount_init(&wc);
     tupe_vocab *v = NULL;
     tupe_buf codes = {0};
-    int rc = tupe_train_count(c, o, &wc, r, e);
+    /* before the work: the directory to replace must be a BPE vocabulary or empty */
+    int rc = o->kind == TUPE_VOCAB_BPE ? tupe_dir_replaceable(out, "codes", "a BPE vocabulary", e) : 0;
+    if (!rc)
+        rc = tupe_train_count(c, o, &wc, r, e);
     if (rc)
         goto done;
     if (o->kind == TUPE_VOCAB_WORDPIECE) {

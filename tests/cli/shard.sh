@@ -23,6 +23,9 @@ verdict "--help lists the commands"
 run $S $T/in.tok
 [ $rc = 2 ] && has $T/err "missing -o DIR"
 verdict "no -o: usage error"
+run sh -c "cd $T && $S -o - $SP $T/in.tok"
+[ $rc = 2 ] && has $T/err "standard output" && [ ! -e $T/- ]
+verdict "-o -: usage error (it made a directory named '-')"
 run $S -o $T/x --seq-len 1 $T/in.tok
 [ $rc = 2 ] && has $T/err "--seq-len: expected an integer from 2"
 verdict "bad --seq-len: usage error"
@@ -39,12 +42,39 @@ verdict "truncated input: exit 65 with the byte offset"
 run $S -o $T/x $SP --export megatron --no-compress $T/in.tok
 [ $rc = 2 ]
 verdict "options that do not apply to an export are refused"
+run $S -o $T/x $SP --seed 4 --no-shuffle $T/in.tok
+[ $rc = 2 ] && has $T/err "--seed applies to the shuffle and the validation split" && [ ! -e $T/x ]
+verdict "--seed with --no-shuffle and no validation split: usage error (it did nothing)"
+run $S -o $T/x $SP --valid-shards 3 $T/in.tok
+[ $rc = 2 ] && has $T/err "--valid-shards applies to a validation split" && [ ! -e $T/x ]
+verdict "--valid-shards without a validation split: usage error (it did nothing)"
+run $S -o $T/x $SP --valid-fraction 0.1 --valid-sequences 5 $T/in.tok
+[ $rc = 2 ] && has $T/err "--valid-fraction and --valid-sequences exclude each other" && has $T/err "Try "
+verdict "--valid-fraction with --valid-sequences: a usage error that names both"
 run $S -o $T/x $SP --no-compress --level 5 $T/in.tok
 [ $rc = 2 ] && has $T/err "--level does not apply to --no-compress"
 verdict "--level with --no-compress is refused"
+run $S -o $T/x $SP --memory 200000G $T/in.tok
+[ $rc = 1 ] && has $T/err "cannot reserve the shuffle buffer of 200000.0 GiB (is --memory more" && [ ! -e $T/x ]
+verdict "a --memory beyond the machine: says so in GiB, names the option"
 run $S -o $T/x $SP --temp-dir $T/nowhere $T/in.tok
 [ $rc = 73 ] && has $T/err "$T/nowhere: cannot write spill files there"
 verdict "an unusable --temp-dir is named before any work"
+
+awk '{ print "101 " $0 " 102" }' $T/docs.nonempty >$T/framed.txt
+$TESTTOOL tok-write -o $T/framed.tok $T/framed.txt
+run $S -o $T/fr $SP --seq-len 48 $T/framed.tok
+[ $rc = 0 ] && has $T/err "every document already begins with cls (101) and ends with sep (102)"
+verdict "documents already framed by [CLS] ... [SEP] (encode --add-special): a note says they are doubled"
+run $S -o $T/fr $SP --seq-len 48 $T/in.tok
+[ $rc = 0 ] && lacks $T/err "already begins"
+verdict "no such note for plain documents"
+
+# a name of 250 bytes fits, its temporary sibling (.NAME.tmp.PID.RANDOM) does not: mkdir fails
+long=$(printf 'n%.0s' $(seq 250))
+run $S -q -o $T/$long $SP $T/in.tok
+[ $rc = 73 ] && has $T/err "$T/$long: cannot create: File name too long"
+verdict "an output directory that cannot be made: exit 73 naming it (not its temporary name)"
 
 # ---- packing ------------------------------------------------------------------------------
 for brk in full doc; do
@@ -85,6 +115,11 @@ $S cat --format text --split valid $T/v | undocs | sort >$T/v.valid
 verdict "validation and training share no document"
 bash -c "cmp -s <(sort $T/v.train $T/v.valid) <(sort $T/docs.nonempty)"
 verdict "together they hold every document"
+head -3 $T/docs.nonempty >$T/three.txt
+$TESTTOOL tok-write -o $T/three.tok $T/three.txt
+run $S -o $T/v0 $SP --seq-len 48 --valid-fraction 0.005 $T/three.tok
+[ $rc = 0 ] && has $T/err "--valid-fraction 0.005 held out none of the 3 documents"
+verdict "a --valid-fraction that holds out no document says so"
 run $S -q -o $T/vn $SP --seq-len 48 --valid-sequences 25 $T/in.tok
 run $S info $T/vn
 [ $rc = 0 ] && [ "$(awk '/^valid:/ { print $2 }' $T/out)" -ge 25 ]
@@ -96,6 +131,13 @@ run $S info $T/v
     has $T/out "in 3 files" && has $T/out "padding" && has $T/out "compression ratio" && has $T/out "cls 101, sep 102"
 verdict "info: counts, tokens, padding, compression ratio"
 
+run sh -c "$S info $T/v >/dev/full"
+[ $rc = 74 ] && has $T/err "(stdout): write failed: No space left on device"
+verdict "info to a full disk: exit 74 with a message (it was silent)"
+run sh -c "$S verify $T/v >/dev/full"
+[ $rc = 74 ] && has $T/err "(stdout): write failed"
+verdict "verify to a full disk: exit 74 with a message"
+
 # ---- ranks -------------------------------------------------------------------------------
 $S cat --format text --epoch 1 $T/s1 >$T/e1.txt
 for r in 0 1 2; do $S cat --format text --epoch 1 --rank $r --world 3 $T/s1 >$T/r$r.txt; done
@@ -105,6 +147,15 @@ bash -c "cmp -s <(awk 'NR % 3 == 2' $T/e1.txt) $T/r1.txt"
 verdict "rank r reads positions r, r+W, ... of the epoch"
 bash -c "! cmp -s <($S cat --format text --epoch 2 $T/s1) $T/e1.txt"
 verdict "each epoch has its own order"
+run script -qec "$S cat $T/s1" /dev/null
+[ $rc = 2 ] && has $T/out "not written to a terminal" && lacks $T/out TUPETOKS
+verdict "cat: a binary token stream is not written to a terminal"
+run $S cat --seed 5 $T/s1
+[ $rc = 2 ] && has $T/err "--seed applies to --epoch"
+verdict "cat --seed without --epoch: usage error (it did nothing)"
+run $S cat --epoch 1 --split valid $T/v
+[ $rc = 2 ] && has $T/err "--epoch applies to the training split"
+verdict "cat --epoch --split valid: usage error (no reader shuffles validation)"
 
 # ---- corruption and truncation --------------------------------------------------------------
 run $S verify $T/s1
@@ -189,6 +240,9 @@ verdict "validation export too"
 $S -q -o $T/mn $SP --seq-len 32 --shards 2 --valid-fraction 0.2 $T/small.tok
 bash -c "cmp -s <($S cat --format text $T/mn) $FIX/megatron-train.txt"
 verdict "export holds the native shards' sequences without padding"
+run $S info $T/m
+[ $rc = 0 ] && has $T/out "Megatron .bin/.idx, uint16 ids (dtype code 8)"
+verdict "info on an export names the id type (it gave a bare dtype code)"
 run $S verify $T/m
 [ $rc = 0 ] && has $T/out "OK (3 files"
 verdict "verify an export"

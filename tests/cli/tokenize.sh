@@ -49,6 +49,11 @@ verdict "--docs wiki: <doc> blocks, titles dropped, entities unescaped, empty ar
 run enc --format tokens --docs wiki --keep-title wiki.txt
 [ $rc = 0 ] && [ "$(head -1 out)" = "title one a < b > & c ." ]
 verdict "--docs wiki --keep-title"
+for sub in "encode --vocab $V -o w.tok" "info --vocab $V" "train -o w.vocab"; do
+    run tupe-tokenize $sub -q --docs wiki a.txt
+    [ $rc = 65 ] && has err "<doc> block" && [ ! -e w.tok ] && [ ! -e w.vocab ]
+    verdict "--docs wiki on plain text (${sub%% *}): exit 65, says why (encode wrote an empty stream)"
+done
 run enc --format text --add-special a.txt
 [ $rc = 0 ] && [ "$(head -1 out)" = "101 7592 2088 1012 2117 2240 1012 102" ]
 verdict "--add-special: [CLS] ... [SEP] around each document"
@@ -105,6 +110,19 @@ run tupe-tokenize info --vocab "$V" --format json
 [ $rc = 0 ] && has out '"size": 30522' && has out '"mask_id": 103'
 verdict "info --format json"
 
+cp "$V" 'my "v".txt'
+run tupe-tokenize info --vocab 'my "v".txt' --format json
+[ $rc = 0 ] && has out '{"vocab": "my \"v\".txt", "kind"'
+verdict "info --format json: the path is a JSON string (a quote in it gave invalid JSON)"
+
+run sh -c "tupe-tokenize info --vocab '$V' >/dev/full"
+[ $rc = 74 ] && has err "(stdout): write failed: No space left on device"
+verdict "info to a full disk: exit 74, naming stdout and the cause"
+
+run script -qec "tupe-tokenize encode -q --vocab '$V' a.txt" /dev/null
+[ $rc = 2 ] && has out "not written to a terminal" && lacks out TUPETOKS
+verdict "encode: a binary token stream is not written to a terminal"
+
 # ---- training and BPE -----------------------------------------------------------------------
 run tupe-tokenize train -q --vocab-size 2000 --threads 1 -o wp1.txt big.txt
 run tupe-tokenize train -q --vocab-size 2000 --threads 3 -o wp3.txt big.txt
@@ -115,6 +133,12 @@ verdict "train: specials first, then the alphabet"
 run tupe-tokenize train --vocab-size 2000 --memory 1M -o wpm.txt big.txt
 [ $rc = 0 ] && has err "pruned" && [ "$(wc -l <wpm.txt)" = 2000 ]
 verdict "train --memory: rare words pruned, reported, still a vocabulary"
+# one word of 3M letters (a DNA line, a base64 blob): each merge costs the word's length, not
+# length times occurrences (it took about 15 minutes)
+head -c 3000000 /dev/zero | tr '\0' a >oneword.txt
+run timeout 120 tupe-tokenize train -q --vocab-size 200 -o ow.txt oneword.txt
+[ $rc = 0 ] && [ "$(sed -n 8p ow.txt)" = "##aa" ]
+verdict "train: a huge word with a pair repeated everywhere takes linear time per merge"
 run tupe-tokenize train -q --model bpe --merges 500 --vocab-size 800 -o bpe big.txt
 [ $rc = 0 ] && [ "$(wc -l <bpe/codes)" = 500 ] && [ $(( ($(wc -l <bpe/dict.txt) + 4) % 8 )) = 0 ] &&
 verdict "train --model bpe: codes (500 merges) and a dict.txt padded to a multiple of 8"
@@ -153,6 +177,11 @@ mkdir -p tree/b tree/a && printf 'one\n' >tree/b/x.txt && printf 'two\n' >tree/a
 run tupe-tokenize encode -q --vocab "$V" --format tokens --docs line tree
 [ $rc = 0 ] && [ "$(cat out)" = $'two\none' ]
 verdict "a directory is its files, recursively, in path order (hidden ones skipped)"
+ln -s .. tree/a/up
+run tupe-tokenize encode -q --vocab "$V" --format tokens --docs line tree
+[ $rc = 65 ] && has err "tree/a/up: a symbolic link loop (it is tree again)" && is_empty out
+verdict "a symbolic link loop in a directory input: exit 65, named (it read the files ~40 times)"
+rm tree/a/up
 run enc --format text --invalid replace bad.txt
 [ $rc = 0 ] && [ "$(cat out)" = "2204 2240 2919 24880" ]
 verdict "--invalid replace (U+FFFD, which BERT cleaning drops)"
@@ -186,6 +215,38 @@ verdict "encode without --vocab: usage error"
 run tupe-tokenize train --model bpe big.txt
 [ $rc = 2 ]
 verdict "train --model bpe without -o: usage error"
+run tupe-tokenize train -q --model bpe --merges 0 -o b0 a.txt
+[ $rc = 2 ] && has err "--merges" && [ ! -e b0 ]
+verdict "train --merges 0: usage error (it used to learn the default 32640)"
+ok_combo=1
+for args in "train --model bpe --limit-alphabet 50 -o bx" "train --model bpe --keep-accents -o bx" \
+    "train --merges 50" "train --keep-title" "encode --vocab $V --keep-title" \
+    "encode --vocab bpe --strip-accents" "info --vocab bpe --max-chars-per-word 9"; do
+    run tupe-tokenize $args -q a.txt
+    [ $rc = 2 ] && has err " only" || { ok_combo=0; echo "# $args: rc=$rc"; }
+done
+[ $ok_combo = 1 ] && [ ! -e bx ]
+verdict "options that would do nothing in the combination given: usage errors"
+mkdir -p keep && echo data >keep/notes.txt
+run tupe-tokenize train -q --model bpe --merges 5 -o keep a.txt
+[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (no codes); refusing to replace it" &&
+    [ "$(cat keep/notes.txt)" = data ]
+verdict "train --model bpe -o DIR: a directory that is not a BPE vocabulary is not replaced (it was deleted)"
+run tupe-tokenize train -q --model bpe --merges 5 -o bpe a.txt
+[ $rc = 0 ] && [ "$(wc -l <bpe/codes)" = 5 ]
+verdict "train --model bpe -o DIR: an older BPE vocabulary is replaced"
+run tupe-tokenize train -q --model bpe --vocab-size 4 -o b4 a.txt
+[ $rc = 2 ] && has err "--vocab-size 4 leaves no room" && [ ! -e b4 ]
+verdict "train --model bpe --vocab-size 4: usage error (it wrote a dict.txt of padding only)"
+run tupe-tokenize train --vocab-size 10 -o v10.txt a.txt
+[ $rc = 0 ] && has err "alone are $(wc -l <v10.txt) entries, more than --vocab-size 10"
+verdict "train: a vocabulary larger than --vocab-size (the alphabet alone) says so"
+run tupe-tokenize train -q --memory 1 -o m.txt a.txt
+[ $rc = 2 ] && has err "--memory) is too small" && [ ! -e m.txt ]
+verdict "train --memory too small to keep a word: says so (it said 'no words in the input')"
+run tupe-tokenize train -q --memory 0 -o m.txt a.txt
+[ $rc = 2 ] && has err "--memory: expected a size above 0"
+verdict "train --memory 0: usage error (it meant the default 2G)"
 run tupe-tokenize decode --vocab "$V" --format text a.txt
 [ $rc = 65 ] && has err "a.txt:1: expected ids"
 verdict "decode: text that is not ids: exit 65, file:line"
