@@ -259,13 +259,14 @@ demo: deps all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion,
+# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion
+# and zsh (the completions, driven as an interactive shell drives them),
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
 # runtimes and its OpenMP (make fuzz).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
-            groff-base bash-completion xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
+            groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:
