@@ -749,7 +749,10 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
 
 /* ---- sweep ------------------------------------------------------------------------------------------- */
 
-static int read_results(const char *dir, double *select, double sets[2], tupe_err *e)
+/* -1 when DIR holds no finished run; an error when it holds one of another task, learning
+ * rate or seed (an earlier sweep into the same directory), whose scores must not be reused. */
+static int read_results(const char *dir, const tupe_ft_opts *r, const tupe_glue_task *t,
+                        double *select, double sets[2], tupe_err *e)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/results.json", dir);
@@ -757,6 +760,16 @@ static int read_results(const char *dir, double *select, double sets[2], tupe_er
     json_t *o = json_load_file(path, 0, &je);
     if (!o)
         return -1;
+    const char *task = json_string_value(json_object_get(o, "task"));
+    double lr = json_number_value(json_object_get(o, "lr"));
+    json_int_t seed = json_integer_value(json_object_get(o, "seed"));
+    if (!task || strcmp(task, t->name) != 0 || fabs(lr - r->lr) > 1e-6 * r->lr || (uint64_t)seed != r->seed) {
+        int rc = tupe_fail(e, TUPE_EUSAGE, "%s: a run of %s with lr %g and seed %lld, not of %s with lr %g "
+                           "and seed %llu (a sweep with other settings; use another -o)", path,
+                           task ? task : "?", lr, (long long)seed, t->name, r->lr, (unsigned long long)r->seed);
+        json_decref(o);
+        return rc;
+    }
     json_t *s = json_object_get(o, "select"), *metric = json_object_get(o, "select_metric"),
            *dev = json_object_get(o, "dev");
     *select = json_is_number(s) ? json_number_value(s) : NAN;
@@ -772,7 +785,6 @@ static int read_results(const char *dir, double *select, double sets[2], tupe_er
         i++;
     }
     json_decref(o);
-    (void)e;
     return 0;
 }
 
@@ -792,17 +804,22 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     for (int g = 0; g < o->ngrid && !rc; g++) {
         for (int s = 0; s < S && !rc; s++) {
             char dir[4200];
-            snprintf(dir, sizeof dir, "%s/lr-%g/seed-%d", o->out, o->grid[g], s + 1);
+            tupe_ft_opts r = *o;
+            r.lr = o->grid[g];
+            r.seed = o->seed + (uint64_t)s;
+            r.out = dir;
+            snprintf(dir, sizeof dir, "%s/lr-%g/seed-%llu", o->out, r.lr, (unsigned long long)r.seed);
             double sel, sets[2];
-            if (read_results(dir, &sel, sets, e) != 0) {
-                tupe_ft_opts r = *o;
-                r.lr = o->grid[g];
-                r.seed = o->seed + (uint64_t)s;
-                r.out = dir;
+            int got = read_results(dir, &r, t, &sel, sets, e);
+            if (got > 0) {
+                rc = got;
+                break;
+            }
+            if (got < 0) {
                 tupe_ft_scores b;
                 if ((rc = tupe_ft_train(&r, t, be, &b, e)))
                     break;
-                if (read_results(dir, &sel, sets, e) != 0) {
+                if (read_results(dir, &r, t, &sel, sets, e) != 0) {
                     rc = tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }

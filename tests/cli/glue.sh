@@ -62,6 +62,21 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     run $P train --task SST-2 --data $G --checkpoint $ck --vocab $TUPE_DATA/vocab/bert-base-uncased-vocab.txt -o $T/ft2
     [ $rc = 65 ] && has $T/err "vocabulary"
     verdict "a vocabulary other than the model's is refused"
+    # sweep: runs live in lr-X/seed-N with N the seed; another seed is a new run, and a run of
+    # another task in the same directory is refused rather than counted.
+    sw="--data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/sw --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --lr-grid 1e-3 --seeds 1 --threads 2"
+    run $P sweep --task RTE $sw --seed 7
+    [ $rc = 0 ] && [ -s $T/sw/lr-0.001/seed-7/results.json ] && has $T/sw/sweep.tsv "RTE	0.001	7	"
+    verdict "sweep: a run's directory is named for its seed"
+    run $P sweep --task RTE $sw --seed 8
+    [ $rc = 0 ] && [ -s $T/sw/lr-0.001/seed-8/results.json ] && lacks $T/err "done before"
+    verdict "sweep: another --seed trains new runs, not the old seed's"
+    run $P sweep --task MRPC $sw --seed 7
+    [ $rc = 2 ] && has $T/err "a run of RTE" && has $T/err "not of MRPC"
+    verdict "sweep: the runs of another task in the directory are refused"
+    run $P sweep --task RTE $sw --seed 7
+    [ $rc = 0 ] && has $T/err "done before"
+    verdict "sweep: finished runs are read, not redone"
     # The other files of a submission, as any system would write them: every row predicted "0"
     # or the first label, then submit.
     for f in AX:1104:entailment CoLA:1063:0 MNLI-m:9796:entailment MNLI-mm:9847:entailment MRPC:1725:0 \
