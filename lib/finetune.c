@@ -426,12 +426,14 @@ static json_t *scores_json(const tupe_ft_scores *sc)
     return o;
 }
 
-static void print_scores(FILE *f, const tupe_ft_scores *sc)
+static void format_scores(char *buf, size_t cap, const tupe_ft_scores *sc)
 {
-    for (int k = 0; k < sc->nsets; k++) {
-        fprintf(f, "%s%s", k ? "; " : "", sc->set[k]);
-        for (int i = 0; i < sc->s[k].n; i++)
-            fprintf(f, " %s %.2f", sc->s[k].name[i], 100 * sc->s[k].value[i]);
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < sc->nsets && n < cap; k++) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "; " : "", sc->set[k]);
+        for (int i = 0; i < sc->s[k].n && n < cap; i++)
+            n += (size_t)snprintf(buf + n, cap - n, " %s %.2f", sc->s[k].name[i], 100 * sc->s[k].value[i]);
     }
 }
 
@@ -545,7 +547,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         goto out;
     }
     tupe_progress pr;
-    tupe_progress_start(&pr, "fine-tune", 0, "", o->quiet);
+    /* A progress line between the evaluations: on a large task they are hours apart. */
+    tupe_progress_start(&pr, "fine-tune", (uint64_t)total, "steps", o->quiet);
     if (!o->quiet)
         tupe_progress_note(&pr, "tupe-glue: %s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
                            "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
@@ -578,6 +581,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 break;
             }
             tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
+            tupe_progress_set(&pr, (uint64_t)step);
             loss_acc += fo.loss;
             nl++;
             if ((s + 1) % eval_every == 0 || s + 1 == spe) {
@@ -598,12 +602,10 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 free(js);
                 json_decref(line);
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
-                if (!o->quiet) {
-                    fprintf(stderr, "epoch %.2f  step %lld  loss %.4f  dev: ", sc.epoch, (long long)step,
-                            loss_acc / (double)nl);
-                    print_scores(stderr, &sc);
-                    fprintf(stderr, "%s\n", improved ? "  (best)" : "");
-                }
+                char scores[256];
+                format_scores(scores, sizeof scores, &sc);
+                tupe_progress_note(&pr, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch, (long long)step,
+                                   loss_acc / (double)nl, scores, improved ? "  (best)" : "");
                 loss_acc = 0;
                 nl = 0;
                 if (improved) {
@@ -618,6 +620,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         }
     }
     if (!rc) {
+        tupe_progress_finish(&pr);
         json_t *res = json_object();
         json_object_set_new(res, "task", json_string(t->name));
         json_object_set_new(res, "select_metric", json_string(t->select));

@@ -62,6 +62,10 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     run $P train --task SST-2 --data $G --checkpoint $ck --vocab $TUPE_DATA/vocab/bert-base-uncased-vocab.txt -o $T/ft2
     [ $rc = 65 ] && has $T/err "vocabulary"
     verdict "a vocabulary other than the model's is refused"
+    run env TUPE_PROGRESS_INTERVAL=0 $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt \
+        -o $T/ftp --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --evals-per-epoch 1 --threads 2
+    [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
+    verdict "train: progress between the dev evaluations"
     # sweep: runs live in lr-X/seed-N with N the seed; another seed is a new run, and a run of
     # another task in the same directory is refused rather than counted.
     sw="--data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/sw --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --lr-grid 1e-3 --seeds 1 --threads 2"
