@@ -255,7 +255,7 @@ check: deps-check tests
 bench: deps-check all $(BENCHES) $(TOOLS)
 	@TUPE_BUILD=$(B) TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) $(TOP)/tests/bench/run
 
-demo: deps all
+demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
@@ -280,13 +280,13 @@ deps-check:
 deps:
 	@missing="$(DEPS_MISSING)"; [ -n "$$missing" ] || missing="$(DEB_PKGS)"; \
 	if [ "$$(id -u)" = 0 ]; then \
-	  echo "tupe: installing Debian packages:$$missing"; \
+	  echo "tupe: installing Debian packages: $$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
 	    { echo "tupe: apt-get install failed" >&2; exit 1; }; \
 	else \
 	  echo "tupe: these Debian packages are missing; install them with:" >&2; \
-	  echo "  sudo apt-get install -y$$missing" >&2; exit 1; \
+	  echo "  sudo apt-get install -y $$missing" >&2; exit 1; \
 	fi
 
 # ---- install ------------------------------------------------------------------------------------
