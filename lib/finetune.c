@@ -635,6 +635,11 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         snprintf(path, sizeof path, "%s/results.json", o->out);
         rc = js ? tupe_write_file(path, js, strlen(js), e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
+        /* Constant predictions (a collapsed model) leave Pearson undefined at every evaluation:
+         * nothing was better than nothing, so there is no best checkpoint to report. */
+        if (!rc && isnan(best->select))
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no dev evaluation gave a defined %s (the predictions were "
+                           "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
     if (mf)
@@ -820,12 +825,16 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
             }
             if (got < 0) {
                 tupe_ft_scores b;
-                if ((rc = tupe_ft_train(&r, t, be, &b, e)))
-                    break;
+                tupe_err te;
+                int trc = tupe_ft_train(&r, t, be, &b, &te);
+                /* A run that finished without a defined score (its results.json says so) counts
+                 * as the lowest of its seeds; any other failure stops the sweep. */
                 if (read_results(dir, &r, t, &sel, sets, e) != 0) {
-                    rc = tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
+                    rc = trc ? (*e = te, trc) : tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }
+                if (trc && !o->quiet)
+                    fprintf(stderr, "tupe-glue: %s: %s\n", dir, te.msg);
             } else if (!o->quiet) {
                 fprintf(stderr, "tupe-glue: %s: done before (%s %.2f), not rerun\n", dir, t->select, 100 * sel);
             }
@@ -900,7 +909,8 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         if (!(rc = tupe_out_open(&md, path, e))) {
             tupe_out_printf(md, e, "| %s | lr | median %s over %d seeds |\n|---|---|---|\n", t->name, t->select, S);
             for (int g = 0; g < o->ngrid; g++)
-                tupe_out_printf(md, e, "| %s | %g | %.2f |\n", g == bg ? "best" : "", o->grid[g], 100 * med[g]);
+                isnan(med[g]) ? tupe_out_printf(md, e, "| | %g | undefined |\n", o->grid[g])
+                              : tupe_out_printf(md, e, "| %s | %g | %.2f |\n", g == bg ? "best" : "", o->grid[g], 100 * med[g]);
             rc = tupe_out_commit(md, e);
         }
     }

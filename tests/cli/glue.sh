@@ -66,6 +66,16 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
         -o $T/ftp --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --evals-per-epoch 1 --threads 2
     [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
     verdict "train: progress between the dev evaluations"
+    # One dev example: Pearson is undefined at every evaluation, so no checkpoint is the best.
+    sts="--task STS-B --data $G --checkpoint $ck --vocab $T/vocab.txt --max-len 32 --epochs 1 --max-train 64 --max-dev 1 --threads 2"
+    run $P train $sts -o $T/ftn --lr 1e-3
+    [ $rc = 1 ] && has $T/err "no dev evaluation gave a defined pearson" && lacks $T/err "checkpoint $T/ftn/best" && \
+        [ ! -e $T/ftn/best ] && has $T/ftn/results.json '"select": null'
+    verdict "train: no defined dev score is a failure, not 'best nan' and a missing checkpoint"
+    run $P sweep $sts -o $T/swn --lr-grid 1e-3 --seeds 2
+    [ $rc = 0 ] && has $T/err "no checkpoint kept" && has $T/swn/sweep.json '"median": null' && \
+        has $T/swn/sweep.md "undefined"
+    verdict "sweep: a run without a defined score counts as the lowest, the sweep goes on"
     # sweep: runs live in lr-X/seed-N with N the seed; another seed is a new run, and a run of
     # another task in the same directory is refused rather than counted.
     sw="--data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/sw --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --lr-grid 1e-3 --seeds 1 --threads 2"
