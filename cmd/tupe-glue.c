@@ -491,8 +491,9 @@ int main(int argc, char **argv)
             for (int k = 0; k < s.nsets; k++) {
                 if (fmt == 1) {
                     printf("{\"task\":\"%s\"", s.set[k]);
-                    for (int i = 0; i < s.s[k].n; i++)
-                        printf(",\"%s\":%.6f", s.s[k].name[i], s.s[k].value[i]);
+                    for (int i = 0; i < s.s[k].n; i++) /* undefined (NaN) is null, as in score */
+                        printf(isnan(s.s[k].value[i]) ? ",\"%s\":null" : ",\"%s\":%.6f", s.s[k].name[i],
+                               s.s[k].value[i]);
                     printf("}\n");
                 } else {
                     printf("%s:", s.set[k]);

@@ -76,6 +76,10 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     [ $rc = 0 ] && has $T/err "no checkpoint kept" && has $T/swn/sweep.json '"median": null' && \
         has $T/swn/sweep.md "undefined"
     verdict "sweep: a run without a defined score counts as the lowest, the sweep goes on"
+    run $P train $sts -o $T/fts --lr 1e-3 --max-dev 20
+    run $P eval --task STS-B --data $G --checkpoint $T/fts/best --vocab $T/vocab.txt --max-dev 1 --format json
+    [ $rc = 0 ] && has $T/out '"pearson":null'
+    verdict "eval --format json: an undefined score is null, not nan"
     # sweep: runs live in lr-X/seed-N with N the seed; another seed is a new run, and a run of
     # another task in the same directory is refused rather than counted.
     sw="--data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/sw --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --lr-grid 1e-3 --seeds 1 --threads 2"
