@@ -21,6 +21,14 @@ run $P info --task Nope --data $G
 [ $rc = 2 ] && has $T/err "unknown task 'Nope'"
 verdict "info: an unknown task is a usage error"
 
+# AX has no training or dev file: completion offers it only where it can be used.
+for sub in train sweep eval score; do
+    [ "$($P $sub --completion-helper | awk -F'\t' '$2 == "--task" && / AX/' | wc -l)" = 0 ]
+    verdict "completion: $sub does not offer AX"
+done
+$P predict --completion-helper | awk -F'\t' '$2 == "--task"' | grep -q ' AX'
+verdict "completion: predict offers AX"
+
 # Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
 { printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
 run $P score --task MRPC --data $G $T/mrpc.tsv --format json
