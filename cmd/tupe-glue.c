@@ -320,7 +320,12 @@ static int parse_grid(tupe_cli *c, const char *arg, tupe_ft_opts *o)
             return tupe_cli_usage(c, "--lr-grid: at most %d values", TUPE_FT_MAX_GRID);
         if (tupe_cli_double(c, t, 1e-9, 1, &o->grid[o->ngrid++]))
             return TUPE_EUSAGE;
+        for (int i = 0; i + 1 < o->ngrid; i++)
+            if (o->grid[i] == o->grid[o->ngrid - 1])
+                return tupe_cli_usage(c, "--lr-grid: %g appears twice", o->grid[i]);
     }
+    if (!o->ngrid)
+        return tupe_cli_usage(c, "--lr-grid: no learning rate in '%s'", arg);
     return 0;
 }
 

@@ -29,6 +29,12 @@ done
 $P predict --completion-helper | awk -F'\t' '$2 == "--task"' | grep -q ' AX'
 verdict "completion: predict offers AX"
 
+for g in , 1e-5,2e-5,1e-5; do
+    run $P sweep --task RTE --data $G --checkpoint x --vocab x -o $T/swg --lr-grid $g
+    [ $rc = 2 ] && has $T/err "--lr-grid: " && [ ! -e $T/swg ]
+    verdict "sweep: --lr-grid $g is a usage error"
+done
+
 # Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
 { printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
 run $P score --task MRPC --data $G $T/mrpc.tsv --format json
