@@ -1,5 +1,6 @@
 #include "finetune.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -532,7 +533,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
     if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create", path);
+        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create: %s", path, strerror(errno));
         goto out;
     }
     size_t n = tr.n;

@@ -80,6 +80,10 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
         -o $T/ftp --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --evals-per-epoch 1 --threads 2
     [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
     verdict "train: progress between the dev evaluations"
+    mkdir -p $T/ftd/metrics.jsonl
+    run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ftd --max-len 32 --max-train 32 --max-dev 8
+    [ $rc = 73 ] && has $T/err "ftd/metrics.jsonl: cannot create: Is a directory"
+    verdict "train: an output that cannot be created says why"
     # One dev example: Pearson is undefined at every evaluation, so no checkpoint is the best.
     sts="--task STS-B --data $G --checkpoint $ck --vocab $T/vocab.txt --max-len 32 --epochs 1 --max-train 64 --max-dev 1 --threads 2"
     run $P train $sts -o $T/ftn --lr 1e-3
