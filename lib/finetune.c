@@ -531,6 +531,13 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     if ((rc = tupe_mkdir_p(o->out, e)))
         goto out;
     char path[4200];
+    /* results.json marks a finished run (sweep reads it as such): an earlier run's must not
+     * survive into this one, whose best/ and metrics replace it. */
+    snprintf(path, sizeof path, "%s/results.json", o->out);
+    if (remove(path) != 0 && errno != ENOENT) {
+        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot remove: %s", path, strerror(errno));
+        goto out;
+    }
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
     if (!(mf = fopen(path, "w"))) {
         rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create: %s", path, strerror(errno));

@@ -81,9 +81,12 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
     verdict "train: progress between the dev evaluations"
     mkdir -p $T/ftd/metrics.jsonl
+    echo '{"task": "RTE", "select": 0.9}' >$T/ftd/results.json
     run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ftd --max-len 32 --max-train 32 --max-dev 8
     [ $rc = 73 ] && has $T/err "ftd/metrics.jsonl: cannot create: Is a directory"
     verdict "train: an output that cannot be created says why"
+    [ ! -e $T/ftd/results.json ]
+    verdict "train: a failed run does not leave an earlier run's results.json (a finished look)"
     # One dev example: Pearson is undefined at every evaluation, so no checkpoint is the best.
     sts="--task STS-B --data $G --checkpoint $ck --vocab $T/vocab.txt --max-len 32 --epochs 1 --max-train 64 --max-dev 1 --threads 2"
     run $P train $sts -o $T/ftn --lr 1e-3
