@@ -258,17 +258,18 @@ check: deps-check tests
 bench: deps-check all $(BENCHES) $(TOOLS)
 	@TUPE_BUILD=$(B) TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) $(TOP)/tests/bench/run
 
-demo: deps all
+demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion,
+# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion
+# and zsh (the completions, driven as an interactive shell drives them),
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
 # runtimes and its OpenMP (make fuzz).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
-            groff-base bash-completion xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
+            groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:
@@ -282,13 +283,13 @@ deps-check:
 deps:
 	@missing="$(DEPS_MISSING)"; [ -n "$$missing" ] || missing="$(DEB_PKGS)"; \
 	if [ "$$(id -u)" = 0 ]; then \
-	  echo "tupe: installing Debian packages:$$missing"; \
+	  echo "tupe: installing Debian packages: $$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
 	    { echo "tupe: apt-get install failed" >&2; exit 1; }; \
 	else \
 	  echo "tupe: these Debian packages are missing; install them with:" >&2; \
-	  echo "  sudo apt-get install -y$$missing" >&2; exit 1; \
+	  echo "  sudo apt-get install -y $$missing" >&2; exit 1; \
 	fi
 
 # ---- install ------------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ enum {
     O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION
 };
 
-#define TASK_LIST "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI AX"
+/* AX (the diagnostic set) has only a test file: completed where it can be used (info, predict). */
+#define LABELLED_TASKS "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI"
+#define TASK_LIST LABELLED_TASKS " AX"
 
 static const tupe_opt info_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI, AX)", TASK_LIST},
@@ -28,7 +30,7 @@ static const tupe_opt info_opts[] = {
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt score_opts[] = {
-    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task; MNLI-m and MNLI-mm choose the MNLI dev set", TASK_LIST " MNLI-m MNLI-mm"},
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task; MNLI-m and MNLI-mm choose the MNLI dev set", LABELLED_TASKS " MNLI-m MNLI-mm"},
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
     {O_SPLIT, "split", 0, TUPE_REQARG, "NAME", "the labelled split to score against (default: dev)", "list:dev train dev_matched dev_mismatched"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
@@ -42,7 +44,7 @@ static const tupe_opt submit_opts[] = {
 
 
 #define FT_COMMON \
-    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI)", TASK_LIST}, \
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI)", LABELLED_TASKS}, \
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"}, \
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the pre-trained checkpoint (required)", "dir"}, \
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary: vocab.txt or a BPE directory (required)", "file"}, \
@@ -76,7 +78,7 @@ static const tupe_opt sweep_opts[] = {
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "first seed (default: 1)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt eval_opts[] = {
-    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task", TASK_LIST},
+    {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task", LABELLED_TASKS},
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"},
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
@@ -318,7 +320,12 @@ static int parse_grid(tupe_cli *c, const char *arg, tupe_ft_opts *o)
             return tupe_cli_usage(c, "--lr-grid: at most %d values", TUPE_FT_MAX_GRID);
         if (tupe_cli_double(c, t, 1e-9, 1, &o->grid[o->ngrid++]))
             return TUPE_EUSAGE;
+        for (int i = 0; i + 1 < o->ngrid; i++)
+            if (o->grid[i] == o->grid[o->ngrid - 1])
+                return tupe_cli_usage(c, "--lr-grid: %g appears twice", o->grid[i]);
     }
+    if (!o->ngrid)
+        return tupe_cli_usage(c, "--lr-grid: no learning rate in '%s'", arg);
     return 0;
 }
 
@@ -491,8 +498,9 @@ int main(int argc, char **argv)
             for (int k = 0; k < s.nsets; k++) {
                 if (fmt == 1) {
                     printf("{\"task\":\"%s\"", s.set[k]);
-                    for (int i = 0; i < s.s[k].n; i++)
-                        printf(",\"%s\":%.6f", s.s[k].name[i], s.s[k].value[i]);
+                    for (int i = 0; i < s.s[k].n; i++) /* undefined (NaN) is null, as in score */
+                        printf(isnan(s.s[k].value[i]) ? ",\"%s\":null" : ",\"%s\":%.6f", s.s[k].name[i],
+                               s.s[k].value[i]);
                     printf("}\n");
                 } else {
                     printf("%s:", s.set[k]);

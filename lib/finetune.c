@@ -1,5 +1,6 @@
 #include "finetune.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -426,12 +427,14 @@ static json_t *scores_json(const tupe_ft_scores *sc)
     return o;
 }
 
-static void print_scores(FILE *f, const tupe_ft_scores *sc)
+static void format_scores(char *buf, size_t cap, const tupe_ft_scores *sc)
 {
-    for (int k = 0; k < sc->nsets; k++) {
-        fprintf(f, "%s%s", k ? "; " : "", sc->set[k]);
-        for (int i = 0; i < sc->s[k].n; i++)
-            fprintf(f, " %s %.2f", sc->s[k].name[i], 100 * sc->s[k].value[i]);
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < sc->nsets && n < cap; k++) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "; " : "", sc->set[k]);
+        for (int i = 0; i < sc->s[k].n && n < cap; i++)
+            n += (size_t)snprintf(buf + n, cap - n, " %s %.2f", sc->s[k].name[i], 100 * sc->s[k].value[i]);
     }
 }
 
@@ -528,9 +531,16 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     if ((rc = tupe_mkdir_p(o->out, e)))
         goto out;
     char path[4200];
+    /* results.json marks a finished run (sweep reads it as such): an earlier run's must not
+     * survive into this one, whose best/ and metrics replace it. */
+    snprintf(path, sizeof path, "%s/results.json", o->out);
+    if (remove(path) != 0 && errno != ENOENT) {
+        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot remove: %s", path, strerror(errno));
+        goto out;
+    }
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
     if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create", path);
+        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create: %s", path, strerror(errno));
         goto out;
     }
     size_t n = tr.n;
@@ -545,7 +555,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         goto out;
     }
     tupe_progress pr;
-    tupe_progress_start(&pr, "fine-tune", 0, "", o->quiet);
+    /* A progress line between the evaluations: on a large task they are hours apart. */
+    tupe_progress_start(&pr, "fine-tune", (uint64_t)total, "steps", o->quiet);
     if (!o->quiet)
         tupe_progress_note(&pr, "tupe-glue: %s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
                            "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
@@ -578,6 +589,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 break;
             }
             tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
+            tupe_progress_set(&pr, (uint64_t)step);
             loss_acc += fo.loss;
             nl++;
             if ((s + 1) % eval_every == 0 || s + 1 == spe) {
@@ -598,12 +610,10 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 free(js);
                 json_decref(line);
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
-                if (!o->quiet) {
-                    fprintf(stderr, "epoch %.2f  step %lld  loss %.4f  dev: ", sc.epoch, (long long)step,
-                            loss_acc / (double)nl);
-                    print_scores(stderr, &sc);
-                    fprintf(stderr, "%s\n", improved ? "  (best)" : "");
-                }
+                char scores[256];
+                format_scores(scores, sizeof scores, &sc);
+                tupe_progress_note(&pr, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch, (long long)step,
+                                   loss_acc / (double)nl, scores, improved ? "  (best)" : "");
                 loss_acc = 0;
                 nl = 0;
                 if (improved) {
@@ -618,6 +628,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         }
     }
     if (!rc) {
+        tupe_progress_finish(&pr);
         json_t *res = json_object();
         json_object_set_new(res, "task", json_string(t->name));
         json_object_set_new(res, "select_metric", json_string(t->select));
@@ -632,6 +643,11 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         snprintf(path, sizeof path, "%s/results.json", o->out);
         rc = js ? tupe_write_file(path, js, strlen(js), e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
+        /* Constant predictions (a collapsed model) leave Pearson undefined at every evaluation:
+         * nothing was better than nothing, so there is no best checkpoint to report. */
+        if (!rc && isnan(best->select))
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no dev evaluation gave a defined %s (the predictions were "
+                           "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
     if (mf)
@@ -749,7 +765,10 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
 
 /* ---- sweep ------------------------------------------------------------------------------------------- */
 
-static int read_results(const char *dir, double *select, double sets[2], tupe_err *e)
+/* -1 when DIR holds no finished run; an error when it holds one of another task, learning
+ * rate or seed (an earlier sweep into the same directory), whose scores must not be reused. */
+static int read_results(const char *dir, const tupe_ft_opts *r, const tupe_glue_task *t,
+                        double *select, double sets[2], tupe_err *e)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/results.json", dir);
@@ -757,6 +776,16 @@ static int read_results(const char *dir, double *select, double sets[2], tupe_er
     json_t *o = json_load_file(path, 0, &je);
     if (!o)
         return -1;
+    const char *task = json_string_value(json_object_get(o, "task"));
+    double lr = json_number_value(json_object_get(o, "lr"));
+    json_int_t seed = json_integer_value(json_object_get(o, "seed"));
+    if (!task || strcmp(task, t->name) != 0 || fabs(lr - r->lr) > 1e-6 * r->lr || (uint64_t)seed != r->seed) {
+        int rc = tupe_fail(e, TUPE_EUSAGE, "%s: a run of %s with lr %g and seed %lld, not of %s with lr %g "
+                           "and seed %llu (a sweep with other settings; use another -o)", path,
+                           task ? task : "?", lr, (long long)seed, t->name, r->lr, (unsigned long long)r->seed);
+        json_decref(o);
+        return rc;
+    }
     json_t *s = json_object_get(o, "select"), *metric = json_object_get(o, "select_metric"),
            *dev = json_object_get(o, "dev");
     *select = json_is_number(s) ? json_number_value(s) : NAN;
@@ -772,7 +801,6 @@ static int read_results(const char *dir, double *select, double sets[2], tupe_er
         i++;
     }
     json_decref(o);
-    (void)e;
     return 0;
 }
 
@@ -792,20 +820,29 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     for (int g = 0; g < o->ngrid && !rc; g++) {
         for (int s = 0; s < S && !rc; s++) {
             char dir[4200];
-            snprintf(dir, sizeof dir, "%s/lr-%g/seed-%d", o->out, o->grid[g], s + 1);
+            tupe_ft_opts r = *o;
+            r.lr = o->grid[g];
+            r.seed = o->seed + (uint64_t)s;
+            r.out = dir;
+            snprintf(dir, sizeof dir, "%s/lr-%g/seed-%llu", o->out, r.lr, (unsigned long long)r.seed);
             double sel, sets[2];
-            if (read_results(dir, &sel, sets, e) != 0) {
-                tupe_ft_opts r = *o;
-                r.lr = o->grid[g];
-                r.seed = o->seed + (uint64_t)s;
-                r.out = dir;
+            int got = read_results(dir, &r, t, &sel, sets, e);
+            if (got > 0) {
+                rc = got;
+                break;
+            }
+            if (got < 0) {
                 tupe_ft_scores b;
-                if ((rc = tupe_ft_train(&r, t, be, &b, e)))
-                    break;
-                if (read_results(dir, &sel, sets, e) != 0) {
-                    rc = tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
+                tupe_err te;
+                int trc = tupe_ft_train(&r, t, be, &b, &te);
+                /* A run that finished without a defined score (its results.json says so) counts
+                 * as the lowest of its seeds; any other failure stops the sweep. */
+                if (read_results(dir, &r, t, &sel, sets, e) != 0) {
+                    rc = trc ? (*e = te, trc) : tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }
+                if (trc && !o->quiet)
+                    fprintf(stderr, "tupe-glue: %s: %s\n", dir, te.msg);
             } else if (!o->quiet) {
                 fprintf(stderr, "tupe-glue: %s: done before (%s %.2f), not rerun\n", dir, t->select, 100 * sel);
             }
@@ -880,7 +917,8 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         if (!(rc = tupe_out_open(&md, path, e))) {
             tupe_out_printf(md, e, "| %s | lr | median %s over %d seeds |\n|---|---|---|\n", t->name, t->select, S);
             for (int g = 0; g < o->ngrid; g++)
-                tupe_out_printf(md, e, "| %s | %g | %.2f |\n", g == bg ? "best" : "", o->grid[g], 100 * med[g]);
+                isnan(med[g]) ? tupe_out_printf(md, e, "| | %g | undefined |\n", o->grid[g])
+                              : tupe_out_printf(md, e, "| %s | %g | %.2f |\n", g == bg ? "best" : "", o->grid[g], 100 * med[g]);
             rc = tupe_out_commit(md, e);
         }
     }

@@ -127,9 +127,12 @@ double tupe_spearman(const double *x, const double *y, size_t n)
     return r;
 }
 
+/* NaN sorts first: an undefined score counts as the lowest (a total order for qsort). */
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
+    if (isnan(x) || isnan(y))
+        return isnan(y) - isnan(x);
     return x < y ? -1 : x > y;
 }
 

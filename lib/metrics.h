@@ -21,7 +21,8 @@ double tupe_pearson(const double *x, const double *y, size_t n);
 double tupe_spearman(const double *x, const double *y, size_t n);
 /* Average ranks (1-based, ties averaged) of x into r. Returns 0, or -1 when out of memory. */
 int tupe_rank_average(const double *x, double *r, size_t n);
-/* Median of n values (sorted copy; mean of the two middle ones for even n). NaN for n = 0. */
+/* Median of n values (sorted copy; mean of the two middle ones for even n). NaN for n = 0;
+ * a NaN counts as the lowest value. */
 double tupe_median(const double *x, size_t n);
 
 #endif

@@ -43,5 +43,27 @@ done
 if command -v zsh >/dev/null 2>&1; then
     zsh -n "$TUPE_SRC/completions/_tupe"
     verdict "zsh completion parses"
+    # zsh_complete LINE: what an interactive zsh shows after LINE and a TAB. The line is then
+    # cleared and a marker echoed, so that reading up to the marker sees all of the output.
+    cat >$T/complete.zsh <<'Z'
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1='> '; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z "compdef _tupe tupe-testtool; zstyle ':completion:*' menu no; LISTMAX=1000; echo GO\$((6*6))"
+zpty -r -m z out '*GO36*' || print "no prompt"
+zpty -w -n z "$2"$'\t'
+zpty -w z $'\C-u'"echo END\$((6*7))"
+zpty -r -m z out '*END42*' || print "no marker"
+zpty -d z
+print -r -- "$out"
+Z
+    zsh_complete() { (cd "$T/dd" && timeout 30 zsh -f $T/complete.zsh "$TUPE_SRC/completions" "$1" 2>&1 | tr -d '\r'); }
+    out=$(zsh_complete 'tupe-testtool progress --mode ')
+    grep -q "bytes  *items" <<<"$out" && ! grep -q 'unmatched\|not found' <<<"$out" || \
+        { printf '#   %s\n' "$out"; false; }
+    verdict "[zsh] choice values complete"
+    out=$(zsh_complete 'tupe-testtool tok-write -o cor')
+    grep -q corpus.txt <<<"$out" && ! grep -q 'unmatched\|not found' <<<"$out" || { printf '#   %s\n' "$out"; false; }
+    verdict "[zsh] option values complete as files"
 fi
 exit $_failed

@@ -21,6 +21,20 @@ run $P info --task Nope --data $G
 [ $rc = 2 ] && has $T/err "unknown task 'Nope'"
 verdict "info: an unknown task is a usage error"
 
+# AX has no training or dev file: completion offers it only where it can be used.
+for sub in train sweep eval score; do
+    [ "$($P $sub --completion-helper | awk -F'\t' '$2 == "--task" && / AX/' | wc -l)" = 0 ]
+    verdict "completion: $sub does not offer AX"
+done
+$P predict --completion-helper | awk -F'\t' '$2 == "--task"' | grep -q ' AX'
+verdict "completion: predict offers AX"
+
+for g in , 1e-5,2e-5,1e-5; do
+    run $P sweep --task RTE --data $G --checkpoint x --vocab x -o $T/swg --lr-grid $g
+    [ $rc = 2 ] && has $T/err "--lr-grid: " && [ ! -e $T/swg ]
+    verdict "sweep: --lr-grid $g is a usage error"
+done
+
 # Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
 { printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
 run $P score --task MRPC --data $G $T/mrpc.tsv --format json
@@ -62,6 +76,46 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     run $P train --task SST-2 --data $G --checkpoint $ck --vocab $TUPE_DATA/vocab/bert-base-uncased-vocab.txt -o $T/ft2
     [ $rc = 65 ] && has $T/err "vocabulary"
     verdict "a vocabulary other than the model's is refused"
+    run env TUPE_PROGRESS_INTERVAL=0 $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt \
+        -o $T/ftp --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --evals-per-epoch 1 --threads 2
+    [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
+    verdict "train: progress between the dev evaluations"
+    mkdir -p $T/ftd/metrics.jsonl
+    echo '{"task": "RTE", "select": 0.9}' >$T/ftd/results.json
+    run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ftd --max-len 32 --max-train 32 --max-dev 8
+    [ $rc = 73 ] && has $T/err "ftd/metrics.jsonl: cannot create: Is a directory"
+    verdict "train: an output that cannot be created says why"
+    [ ! -e $T/ftd/results.json ]
+    verdict "train: a failed run does not leave an earlier run's results.json (a finished look)"
+    # One dev example: Pearson is undefined at every evaluation, so no checkpoint is the best.
+    sts="--task STS-B --data $G --checkpoint $ck --vocab $T/vocab.txt --max-len 32 --epochs 1 --max-train 64 --max-dev 1 --threads 2"
+    run $P train $sts -o $T/ftn --lr 1e-3
+    [ $rc = 1 ] && has $T/err "no dev evaluation gave a defined pearson" && lacks $T/err "checkpoint $T/ftn/best" && \
+        [ ! -e $T/ftn/best ] && has $T/ftn/results.json '"select": null'
+    verdict "train: no defined dev score is a failure, not 'best nan' and a missing checkpoint"
+    run $P sweep $sts -o $T/swn --lr-grid 1e-3 --seeds 2
+    [ $rc = 0 ] && has $T/err "no checkpoint kept" && has $T/swn/sweep.json '"median": null' && \
+        has $T/swn/sweep.md "undefined"
+    verdict "sweep: a run without a defined score counts as the lowest, the sweep goes on"
+    run $P train $sts -o $T/fts --lr 1e-3 --max-dev 20
+    run $P eval --task STS-B --data $G --checkpoint $T/fts/best --vocab $T/vocab.txt --max-dev 1 --format json
+    [ $rc = 0 ] && has $T/out '"pearson":null'
+    verdict "eval --format json: an undefined score is null, not nan"
+    # sweep: runs live in lr-X/seed-N with N the seed; another seed is a new run, and a run of
+    # another task in the same directory is refused rather than counted.
+    sw="--data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/sw --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --lr-grid 1e-3 --seeds 1 --threads 2"
+    run $P sweep --task RTE $sw --seed 7
+    [ $rc = 0 ] && [ -s $T/sw/lr-0.001/seed-7/results.json ] && has $T/sw/sweep.tsv "RTE	0.001	7	"
+    verdict "sweep: a run's directory is named for its seed"
+    run $P sweep --task RTE $sw --seed 8
+    [ $rc = 0 ] && [ -s $T/sw/lr-0.001/seed-8/results.json ] && lacks $T/err "done before"
+    verdict "sweep: another --seed trains new runs, not the old seed's"
+    run $P sweep --task MRPC $sw --seed 7
+    [ $rc = 2 ] && has $T/err "a run of RTE" && has $T/err "not of MRPC"
+    verdict "sweep: the runs of another task in the directory are refused"
+    run $P sweep --task RTE $sw --seed 7
+    [ $rc = 0 ] && has $T/err "done before"
+    verdict "sweep: finished runs are read, not redone"
     # The other files of a submission, as any system would write them: every row predicted "0"
     # or the first label, then submit.
     for f in AX:1104:entailment CoLA:1063:0 MNLI-m:9796:entailment MNLI-mm:9847:entailment MRPC:1725:0 \

@@ -49,4 +49,9 @@ run mk install PREFIX=/usr/local DESTDIR=$T/stage
 [ $rc = 0 ] && [ -f $T/stage/usr/local/lib/libtupe.a ] && \
     grep -q '^prefix=/usr/local$' $T/stage/usr/local/lib/pkgconfig/tupe.pc
 verdict "DESTDIR stages under the prefix"
+# make demo installs only what is missing, like every other target: it must not run apt-get
+# when nothing is (nor refuse to start for a user who cannot).
+run mk -n demo
+[ $rc = 0 ] && lacks $T/out "apt-get"
+verdict "make demo needs no apt-get when the packages are installed"
 exit $_failed

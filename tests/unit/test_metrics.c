@@ -83,6 +83,11 @@ static void ranks_and_median(void)
     CHECK_NEAR(tupe_median(x, 9), 4, 0);
     CHECK_NEAR(tupe_median(x, 4), 2, 0);
     CHECK(isnan(tupe_median(x, 0)));
+    /* An undefined score (a run whose predictions were constant) counts as the lowest. */
+    double u[5] = {0.5, NAN, 0.7, 0.6, 0.4};
+    CHECK_NEAR(tupe_median(u, 5), 0.5, 0);
+    double v[3] = {NAN, 0.3, NAN};
+    CHECK(isnan(tupe_median(v, 3)));
 }
 
 UNIT_MAIN(T(against_sklearn_and_scipy), T(ranks_and_median))
