@@ -264,12 +264,14 @@ demo: deps-check all
 # ---- Debian dependencies ------------------------------------------------------------------------
 # Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion
 # and zsh (the completions, driven as an interactive shell drives them),
-# xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests);
+# xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests); demo:
+# gnuplot-nox (the loss curve, share/tupe/plot-loss.gp);
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
 # runtimes and its OpenMP (make fuzz).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
-            groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev
+            groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \
+            gnuplot-nox
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:

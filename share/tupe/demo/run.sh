@@ -29,7 +29,7 @@ say "3/7 pre-train the tiny TUPE-R model for about $MINUTES minutes"
 steps=$((MINUTES * 60 * 60000 / (32 * 128)))
 tupe-pretrain train --data "$OUT/shards" -o "$OUT/pretrain" --model tiny --position tupe-r \
     --steps $steps --warmup $((steps / 10)) --batch 32 --lr 1e-3 --log-every 20 \
-    --eval-every $((steps / 4)) --save-every $((steps / 2)) --max-time $((MINUTES * 60))
+    --eval-every $((steps / 12)) --save-every $((steps / 2)) --max-time $((MINUTES * 60))
 ckpt=$(ls -d "$OUT/pretrain/checkpoints/step-"* | tail -1)
 
 say "4/7 the loss curve"
