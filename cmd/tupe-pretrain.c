@@ -226,6 +226,9 @@ int main(int argc, char **argv)
         tupe_pretrain_result r;
         if (tupe_pretrain_run(&o, comm, be, &stop_flag, &r, &e)) {
             rc = tupe_cli_error(&c, &e);
+        } else if (r.complete && tupe_comm_rank(comm) == 0) {
+            tupe_cli_note(&c, "%s is at step %lld, --steps is %lld: nothing to do (checkpoint %s)",
+                          o.out, (long long)r.step, (long long)o.steps, r.checkpoint);
         } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
             tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",
                           stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);

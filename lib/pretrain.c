@@ -639,6 +639,12 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         }
         st = saved;
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", resume_from);
+        if (st.step >= o->steps) {
+            /* A requeued job of a finished run: leave the run directory as it is. */
+            res->step = st.step;
+            res->complete = 1;
+            goto out;
+        }
     } else if (o->init) {
         if ((rc = tupe_ckpt_load(o->init, r.m, NULL, NULL, TUPE_CKPT_HEADS_OPTIONAL, e)))
             goto out;

@@ -67,6 +67,7 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o);
 typedef struct tupe_pretrain_result {
     int64_t step;                /* last step completed */
     int interrupted;             /* stopped by a signal (a checkpoint was written) */
+    int complete;                /* resumed at or past --steps: nothing was done */
     int64_t skipped;             /* updates skipped for non-finite values */
     double last_loss, val_loss, val_acc;
     char checkpoint[4096];       /* the last checkpoint written or resumed from ("" if none) */

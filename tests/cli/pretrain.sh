@@ -48,6 +48,11 @@ cmp -s <(data_bytes $T/a/checkpoints/step-00000024/optimizer.safetensors) <(data
 verdict "... and the same optimizer state"
 [ "$(grep -c '"loss"' $T/b/metrics.jsonl)" = 24 ]
 verdict "... and one metrics line per step"
+cp $T/b/metrics.jsonl $T/b.metrics
+run $P train "${common[@]}" -o $T/b --steps 24 --resume
+[ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \
+    cmp -s $T/b.metrics $T/b/metrics.jsonl
+verdict "--resume of a finished run does nothing and says so"
 
 # Gradient accumulation and data parallelism compute the same step (dropout off: its streams
 # are named by rank and micro-batch).
