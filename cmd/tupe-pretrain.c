@@ -25,7 +25,7 @@ enum {
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "dir"},
-    {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: bert-base)", "list:tiny small bert-base bert-large"},
+    {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
     {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
     {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},

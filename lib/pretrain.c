@@ -24,7 +24,7 @@
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = "bert-base";
+    o->model = NULL; /* bert-base, or the configuration of --checkpoint */
     o->untie_cls = -1;
     o->dropout = o->attention_dropout = -1;
     o->steps = 1000000;
@@ -339,10 +339,14 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+/* The configuration of the resumed or evaluated checkpoint `ckpt`; else --model; else that of
+ * the --checkpoint the weights come from; else bert-base. */
 static int resolve_config(run *r, const char *ckpt, tupe_err *e)
 {
     const tupe_pretrain_opts *o = r->o;
-    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e) : tupe_config_load(&r->cfg, o->model, e);
+    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e)
+             : !o->model && o->init ? tupe_ckpt_config(o->init, &r->cfg, e)
+             : tupe_config_load(&r->cfg, o->model ? o->model : "bert-base", e);
     if (rc)
         return rc;
     if (!ckpt) {

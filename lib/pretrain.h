@@ -33,7 +33,8 @@
 typedef struct tupe_pretrain_opts {
     const char *data;            /* shard directory */
     const char *out;             /* run directory */
-    const char *model;           /* preset name or JSON file */
+    const char *model;           /* preset name or JSON file; NULL: the configuration of
+                                    `init`, else bert-base */
     const char *position;        /* variant override, or NULL */
     int untie_cls;               /* -1 keep the configuration's; 0 or 1 */
     double dropout, attention_dropout; /* < 0 keep the configuration's */

@@ -120,6 +120,9 @@ verdict "resuming on other shards is refused"
 run $P train "${common[@]}" --data $T/shards120 -o $T/i --steps 2 --checkpoint $ck
 [ $rc = 65 ] && has $T/err "vocab_size differs"
 verdict "weights of another vocabulary are refused"
+run $P train --data $T/shards --batch 8 --threads 2 -o $T/i2 --steps 2 --eval-every 0 --checkpoint $ck
+[ $rc = 0 ] && grep -q '"hidden_size": 32' $T/i2/config.json
+verdict "--checkpoint without --model takes the checkpoint's configuration"
 run $P train "${common[@]}" -o $T/j --steps 2 --batch 6 --micro-batch 4
 [ $rc = 2 ] && has $T/err "does not divide"
 verdict "a micro-batch that does not divide the batch: usage error"
