@@ -339,6 +339,20 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+/* --position and --tie-cls / --untie-cls. */
+static int apply_variant(const tupe_pretrain_opts *o, tupe_config *c, tupe_err *e)
+{
+    if (o->position) {
+        int p = tupe_position_parse(o->position);
+        if (p < 0)
+            return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
+        c->position = p;
+    }
+    if (o->untie_cls >= 0)
+        c->untie_cls = o->untie_cls;
+    return 0;
+}
+
 /* The configuration of the resumed or evaluated checkpoint `ckpt`; else --model; else that of
  * the --checkpoint the weights come from; else bert-base. */
 static int resolve_config(run *r, const char *ckpt, tupe_err *e)
@@ -350,15 +364,26 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
     if (rc)
         return rc;
     if (!ckpt) {
-        if (o->position) {
-            int p = tupe_position_parse(o->position);
-            if (p < 0)
-                return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
-            r->cfg.position = p;
-        }
-        if (o->untie_cls >= 0)
-            r->cfg.untie_cls = o->untie_cls;
+        if ((rc = apply_variant(o, &r->cfg, e)))
+            return rc;
         r->cfg.num_labels = 0;
+    } else if (o->model || o->position || o->untie_cls >= 0) {
+        /* --resume continues the run's own model: options that ask for another are refused
+         * rather than ignored. */
+        tupe_config want = r->cfg;
+        char field[64];
+        if ((o->model && (rc = tupe_config_load(&want, o->model, e))) || (rc = apply_variant(o, &want, e)))
+            return rc;
+        if (want.vocab_size == 0)
+            want.vocab_size = r->cfg.vocab_size;
+        if (!tupe_config_same_encoder(&want, &r->cfg, field, sizeof field)) {
+            if (strcmp(field, "position") == 0)
+                return tupe_fail(e, TUPE_EUSAGE, "%s is a %s model, not %s: --resume continues the "
+                                 "run's model", ckpt, tupe_position_name(r->cfg.position),
+                                 tupe_position_name(want.position));
+            return tupe_fail(e, TUPE_EUSAGE, "%s: its %s differs from the one --model, --position or "
+                             "--tie-cls ask for: --resume continues the run's model", ckpt, field);
+        }
     }
     if (o->dropout >= 0)
         r->cfg.hidden_dropout = o->dropout;

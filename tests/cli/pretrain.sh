@@ -53,6 +53,12 @@ run $P train "${common[@]}" -o $T/b --steps 24 --resume
 [ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \
     cmp -s $T/b.metrics $T/b/metrics.jsonl
 verdict "--resume of a finished run does nothing and says so"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --position bert-a
+[ $rc = 2 ] && has $T/err "is a tupe-r model, not bert-a" && [ ! -d $T/b/checkpoints/step-00000025 ]
+verdict "--resume with another --position is refused, not ignored"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --tie-cls
+[ $rc = 2 ] && has $T/err "its untie_cls differs"
+verdict "... and with --tie-cls on an untied run"
 
 # Gradient accumulation and data parallelism compute the same step (dropout off: its streams
 # are named by rank and micro-batch).
