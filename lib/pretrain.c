@@ -385,6 +385,9 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
                              "--tie-cls ask for: --resume continues the run's model", ckpt, field);
         }
     }
+    if (o->untie_cls >= 0 && !tupe_cfg_tupe(&r->cfg))
+        return tupe_fail(e, TUPE_EUSAGE, "--%s applies to tupe-a and tupe-r, not to a %s model",
+                         o->untie_cls ? "untie-cls" : "tie-cls", tupe_position_name(r->cfg.position));
     if (o->dropout >= 0)
         r->cfg.hidden_dropout = o->dropout;
     if (o->attention_dropout >= 0)
