@@ -92,8 +92,9 @@ static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
 {
+    (void)sig;
     if (stop_flag)
-        _exit(128 + sig); /* second signal: stop now */
+        _exit(TUPE_EINTR); /* second signal: stop now (130 whichever the signal, as tupe(7) says) */
     stop_flag = 1;
 }
 
