@@ -88,7 +88,7 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
                                cmds, "train"};
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, announce;
 
 static void on_signal(int sig)
 {
@@ -96,6 +96,12 @@ static void on_signal(int sig)
     if (stop_flag)
         _exit(TUPE_EINTR); /* second signal: stop now (130 whichever the signal, as tupe(7) says) */
     stop_flag = 1;
+    if (announce) { /* a step of a large model can take minutes: say that the signal was heard */
+        static const char msg[] = "tupe-pretrain: stopping after this step, with a checkpoint "
+                                  "(a second signal stops at once)\n";
+        ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)n;
+    }
 }
 
 static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
@@ -222,6 +228,7 @@ int main(int argc, char **argv)
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
+        announce = !c.quiet && tupe_comm_rank(comm) == 0;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         tupe_pretrain_result r;

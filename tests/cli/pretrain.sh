@@ -84,7 +84,7 @@ pid=$!
 for i in $(seq 1 100); do grep -q "step 3/" $T/err 2>/dev/null && break; sleep 0.1; done
 kill -INT $pid
 wait $pid; rc=$?
-[ $rc = 0 ] && has $T/err "interrupted after step" && \
+[ $rc = 0 ] && has $T/err "stopping after this step, with a checkpoint" && has $T/err "interrupted after step" && \
     [ -n "$(ls $T/f/checkpoints 2>/dev/null)" ]
 verdict "SIGINT: a checkpoint and exit 0"
 # A second signal during a step of a few hundred milliseconds (a wider model, a larger batch).
