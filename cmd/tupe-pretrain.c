@@ -1,5 +1,6 @@
 /* tupe-pretrain: masked-LM pre-training of every positional-encoding variant, on one process or
  * many (mpirun, srun), resumable exactly. The loop is lib/trainer.c. */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -214,11 +215,16 @@ int main(int argc, char **argv)
         if (tupe_eval_checkpoint(ckpt, o.data, &o, comm, be, &r, &e))
             rc = tupe_cli_error(&c, &e);
         else if (tupe_comm_rank(comm) == 0) {
-            if (json)
-                printf("{\"checkpoint\":\"%s\",\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                       "\"masked\":%lld,\"sequences\":%lld}\n", ckpt, r.loss, r.loss / M_LN2, r.acc,
-                       (long long)r.masked, (long long)r.sequences);
-            else
+            if (json) {
+                /* The path as a JSON string (quotes, backslashes; null if it is not UTF-8). */
+                json_t *js = json_string(ckpt);
+                char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+                printf("{\"checkpoint\":%s,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                       "\"masked\":%lld,\"sequences\":%lld}\n", q ? q : "null", r.loss, r.loss / M_LN2,
+                       r.acc, (long long)r.masked, (long long)r.sequences);
+                free(q);
+                json_decref(js);
+            } else
                 printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
                        "sequences)\n", ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
                        (long long)r.sequences);

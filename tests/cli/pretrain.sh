@@ -122,6 +122,10 @@ v1=$(cat $T/out)
 run $P eval --checkpoint $ck --data $T/shards --format json
 [ $rc = 0 ] && [ "$v1" = "$(cat $T/out)" ] && has $T/out '"val_acc"'
 verdict "eval is deterministic and reports loss and accuracy"
+mkdir -p "$T/we\"ird"; cp -r $ck "$T/we\"ird/"
+run $P eval --checkpoint "$T/we\"ird/step-00000024" --data $T/shards --format json
+[ $rc = 0 ] && has $T/out 'we\"ird/step-00000024",'
+verdict "eval --format json escapes the checkpoint path"
 
 # Bad inputs.
 cp -r $T/shards $T/bad
