@@ -186,6 +186,12 @@ bad() { # bad NAME EXPECTED-RC TEXT [import arguments...]
     [ $rc = $want ] && has $T/err "$text" && [ ! -e $T/bad-out ]
     verdict "refused: $name (exit $want)"
 }
+cd $T; run $C export --to hf $F/bert-a -o - --vocab $F/vocab.txt; cd - >/dev/null
+[ $rc = 2 ] && has $T/err "export writes a directory, not '-'" && [ ! -e $T/- ]
+verdict "export -o -: usage error, no directory named '-'"
+cd $T; run $C import --from hf $F/hf-bert -o -; cd - >/dev/null
+[ $rc = 2 ] && has $T/err "import writes a directory, not '-'" && [ ! -e $T/- ]
+verdict "import -o -: usage error, no directory named '-'"
 B=$F/bad
 bad "missing tensor" 65 "tensor 'bert.encoder.layer.0.output.dense.bias': missing: expected a tensor of shape [4]" --from hf $B/missing-tensor
 bad "wrong shape" 65 "tensor 'bert.encoder.layer.0.attention.self.query.weight': shape [4, 5], expected [4, 4]" --from hf $B/wrong-shape
