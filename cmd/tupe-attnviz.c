@@ -232,6 +232,11 @@ static int cmd_pos(tupe_cli *c, const args *a, tupe_inspect *in)
             want[k] = 1;
         }
         free(dup);
+        int any = 0;
+        for (int k = 0; k < NVIEWS; k++)
+            any |= want[k];
+        if (!any)
+            return tupe_cli_usage(c, "--view: empty list");
     }
     long n;
     int *heads, nh;

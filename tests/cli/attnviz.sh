@@ -94,6 +94,8 @@ run $P decomp $F/tupe-r --vocab $F/vocab.txt --text "w5"
 check "decomp on TUPE: usage error pointing to pos" eval '[ $rc = 2 ] && has $T/err "tupe-attnviz pos"'
 run $P pos $F/tupe-a --view rel
 check "a view the variant lacks: usage error" eval '[ $rc = 2 ] && has $T/err "--view rel: a tupe-a model has no such term"'
+run $P pos $F/tupe-a --view , -o $T/noview
+check "an empty --view: usage error, nothing written" eval '[ $rc = 2 ] && has $T/err "--view: empty list" && [ ! -e $T/noview ]'
 run $P pos $F/tupe-a --heads 2,7
 check "a head out of range: usage error" eval '[ $rc = 2 ] && has $T/err "--heads: expected numbers from 0 to 3"'
 run $P pos $F/tupe-a --max-pos 65
