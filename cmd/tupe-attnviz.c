@@ -612,6 +612,10 @@ int main(int argc, char **argv)
         case O_VOCAB: a.vocab = arg; break;
         case O_CASED: a.cased = 1; break;
         case O_TEXT: {
+            if (!arg[strspn(arg, " \t\r\n")]) { /* as --input skips blank lines */
+                rc = tupe_cli_usage(&c, "--text: the sentence is blank");
+                break;
+            }
             const char **t = realloc(a.texts, (size_t)(a.ntexts + 1) * sizeof *t);
             if (!t) {
                 rc = tupe_cli_usage(&c, "out of memory");
