@@ -126,12 +126,34 @@ static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
     return 0;
 }
 
+/* Remove the temporary checkpoint directories (".step-….tmp.…") that a run killed while
+ * saving left behind: each is as large as a checkpoint. Called after a save, when this
+ * process has none of its own. */
+static void remove_leftovers(const char *run_dir)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".step-", 6) != 0 || !strstr(de->d_name, ".tmp."))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        tupe_remove_tree(p);
+    }
+    closedir(d);
+}
+
 /* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
 static void prune(const tupe_pretrain_opts *o)
 {
     int64_t *steps;
     size_t n;
     tupe_err e;
+    remove_leftovers(o->out);
     if (list_checkpoints(o->out, &steps, &n, &e))
         return;
     for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {

@@ -107,6 +107,14 @@ run $P train "${common[@]}" -o $T/t --steps 100000 --max-time 1
 [ $rc = 0 ] && has $T/err "stopped after step" && [ -n "$(ls $T/t/checkpoints)" ]
 verdict "--max-time leaves with a checkpoint"
 
+# Killed while saving: the temporary checkpoint directory (as large as a checkpoint) does not
+# outlive the next save.
+run env TUPE_FAULT=ckpt.optimizer:2 $P train "${common[@]}" -o $T/kill --steps 6 --save-every 2
+[ $rc = 137 ] && ls -a $T/kill/checkpoints | grep -q '^\.step-00000004\.tmp\.'
+run $P train "${common[@]}" -o $T/kill --steps 6 --save-every 2 --resume
+[ $rc = 0 ] && [ -d $T/kill/checkpoints/step-00000006 ] && ! ls -a $T/kill/checkpoints | grep -q '\.tmp\.'
+verdict "a run killed while saving leaves no temporary directory after the next save"
+
 # Non-finite values: stop with the last good checkpoint, or skip with --skip-nonfinite.
 run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6
 [ $rc = 1 ] && has $T/err "step 3: non-finite loss"
