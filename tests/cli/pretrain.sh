@@ -153,6 +153,9 @@ verdict "weights of another vocabulary are refused"
 run $P train --data $T/shards --batch 8 --threads 2 -o $T/i2 --steps 2 --eval-every 0 --checkpoint $ck
 [ $rc = 0 ] && grep -q '"hidden_size": 32' $T/i2/config.json
 verdict "--checkpoint without --model takes the checkpoint's configuration"
+run $P train "${common[@]}" -o $T/j --steps 4 --keep-step 2,5
+[ $rc = 2 ] && has $T/err "--keep-step 5 is past the last step (--steps 4)" && [ ! -e $T/j ]
+verdict "a --keep-step past --steps: usage error, not silently never kept"
 run $P train "${common[@]}" -o $T/j --steps 2 --position bert-r --tie-cls
 [ $rc = 2 ] && has $T/err "--tie-cls applies to tupe-a and tupe-r, not to a bert-r model"
 verdict "--tie-cls on a BERT variant: usage error, not ignored"
