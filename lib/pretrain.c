@@ -755,6 +755,10 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                            (long long)o->steps, resume_from[0] ? "; resuming" : "");
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
+    if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
+        tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
+                           "learning rate rises to %.3g at most, never to its peak of %g",
+                           (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
 
     double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
     int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;

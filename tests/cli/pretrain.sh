@@ -153,6 +153,9 @@ verdict "weights of another vocabulary are refused"
 run $P train --data $T/shards --batch 8 --threads 2 -o $T/i2 --steps 2 --eval-every 0 --checkpoint $ck
 [ $rc = 0 ] && grep -q '"hidden_size": 32' $T/i2/config.json
 verdict "--checkpoint without --model takes the checkpoint's configuration"
+run $P train --data $T/shards --model $T/m.json --batch 8 --threads 2 --eval-every 0 -o $T/w --steps 2
+[ $rc = 0 ] && has $T/err "warning: --warmup 10000 is longer than --steps 2: the learning rate rises to 2e-08 at most"
+verdict "a warmup longer than the run is pointed out"
 run $P train "${common[@]}" -o $T/j --steps 4 --keep-step 2,5
 [ $rc = 2 ] && has $T/err "--keep-step 5 is past the last step (--steps 4)" && [ ! -e $T/j ]
 verdict "a --keep-step past --steps: usage error, not silently never kept"
