@@ -48,7 +48,7 @@ static const tupe_opt train_opts[] = {
     {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden dropout (default: the configuration's, 0.1)", NULL},
     {O_ATTN_DROPOUT, "attention-dropout", 0, TUPE_REQARG, "P", "attention dropout (default: the configuration's)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics (default: 100)", NULL},
+    {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics; 0 = none\n(default: 100)", NULL},
     {O_EVAL, "eval-every", 0, TUPE_REQARG, "N", "steps between validations; 0 = at the end only\n(default: 10000)", NULL},
     {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences per evaluation (default: all)", NULL},
     {O_SAVE, "save-every", 0, TUPE_REQARG, "N", "steps between checkpoints; 0 = at the end only\n(default: 10000)", NULL},
