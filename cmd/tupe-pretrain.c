@@ -255,7 +255,7 @@ int main(int argc, char **argv)
             char val[64] = "no validation set";
             if (!isnan(r.val_loss))
                 snprintf(val, sizeof val, "validation loss %.4f", r.val_loss);
-            tupe_cli_note(&c, "done: step %lld, loss %.4f, %s, checkpoint %s%s", (long long)r.step,
+            tupe_cli_note(&c, "done: step %lld, loss of that step %.4f, %s, checkpoint %s%s", (long long)r.step,
                           r.last_loss, val, r.checkpoint,
                           r.skipped ? " (some updates skipped: non-finite)" : "");
         }
