@@ -193,10 +193,6 @@ int main(int argc, char **argv)
         rc = tupe_cli_usage(&c, "--checkpoint DIR is required");
     else if (c.nargs)
         rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
-    for (int k = 0; !rc && !is_eval && k < o.n_keep_steps; k++)
-        if (o.keep_steps[k] > o.steps)
-            rc = tupe_cli_usage(&c, "--keep-step %lld is past the last step (--steps %lld)",
-                                (long long)o.keep_steps[k], (long long)o.steps);
     if (rc) {
         tupe_cli_end(&c);
         return rc;

@@ -755,6 +755,11 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                            (long long)o->steps, resume_from[0] ? "; resuming" : "");
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
+    for (int k = 0; k < o->n_keep_steps && !quiet; k++)
+        if (o->keep_steps[k] > o->steps)
+            tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "
+                               "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
+                               (long long)o->steps);
     if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
         tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
                            "learning rate rises to %.3g at most, never to its peak of %g",
