@@ -531,8 +531,8 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
             tp[t] = titles[t];
         }
         char title[300];
-        snprintf(title, sizeof title, "%s: layer 0 scores, mean over %d head%s and %zu inputs "
-                 "(%s, --decomp %s)", a->ckpt, nh, nh > 1 ? "s" : "", seqs.n,
+        snprintf(title, sizeof title, "%s: layer 0 scores, mean over %d head%s and %zu input%s "
+                 "(%s, --decomp %s)", a->ckpt, nh, nh > 1 ? "s" : "", seqs.n, seqs.n > 1 ? "s" : "",
                  tupe_position_name(cfg->position), mode);
         tupe_view v = {"decomp", "decomp_mean", title,
                        "terms [ww, wp, pw, pp(, rest)] averaged over the heads, [term, query, key]",
@@ -550,8 +550,8 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
                 snprintf(titles[hi], sizeof titles[hi], "L0 H%d", heads[hi]);
                 tp[hi] = titles[hi];
             }
-            snprintf(title, sizeof title, "%s: layer 0, %s term, mean over %zu inputs (%s, "
-                     "--decomp %s)", a->ckpt, tupe_decomp_term_name(t), seqs.n,
+            snprintf(title, sizeof title, "%s: layer 0, %s term, mean over %zu input%s (%s, "
+                     "--decomp %s)", a->ckpt, tupe_decomp_term_name(t), seqs.n, seqs.n > 1 ? "s" : "",
                      tupe_position_name(cfg->position), mode);
             tupe_view v = {name, npy, title, what, TUPE_CMAP_COOLWARM, nh, n, n,
                            sel + (size_t)t * nh * nn, tp, NULL, "logit", 0};

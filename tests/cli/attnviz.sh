@@ -74,6 +74,8 @@ printf 'w5 w5 w5 w6 w6 w6 w7 w7 w7\n\nw8 w9 w10 w11\n\nw12 w12 w13 w13 w14 w14 w
 tupe-tokenize encode -q --vocab $F/vocab.txt $T/c.txt | tupe-shard write -q -o $T/sh --seq-len 16 --shards 1
 run $P decomp $F/bert-a --data $T/sh --max-inputs 2 --npy $T/ds --term
 check "decomp --data reads a shard directory (--max-inputs)" eval '[ $rc = 0 ] && has $T/ds/meta.json "\"inputs\": 2"'
+run $P decomp $F/bert-a --vocab $F/vocab.txt --text "w5 w6" --npy $T/d1 --term
+check "decomp of one input: '... and 1 input' in the title, not '1 inputs'" eval '[ $rc = 0 ] && has $T/d1/meta.json "and 1 input (" && lacks $T/d1/meta.json "1 inputs"'
 
 # attn: the maps of a full forward pass, per layer, labelled with the tokens.
 for m in tupe-r bert-a; do
