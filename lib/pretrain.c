@@ -747,11 +747,12 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     tupe_progress_start(&pr, "pretrain", 0, "", quiet);
     if (!quiet)
         tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
-                           "sequences of %u; batch %d (%d ranks x %d micro-batches of %d); %lld steps%s",
+                           "sequences of %u; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
                            tupe_position_name(r.cfg.position),
                            tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
                            r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
-                           (unsigned long long)N, r.seq_len, o->batch, r.world, per_rank / r.mb, r.mb,
+                           (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
+                           per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
                            (long long)o->steps, resume_from[0] ? "; resuming" : "");
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
