@@ -65,7 +65,8 @@ static int list_checkpoints(const char *run_dir, int64_t **steps, size_t *n, tup
     *n = 0;
     DIR *d = opendir(dir);
     if (!d)
-        return errno == ENOENT ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+        /* none; a file in the way of the run directory is reported when it is created */
+        return errno == ENOENT || errno == ENOTDIR ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
     size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -649,8 +650,14 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     if (per_rank % r.mb)
         return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
                          "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if (o->resume && (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+    if ((rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
         return rc;
+    if (!o->resume && resume_from[0])
+        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
+         * and mix two runs in one directory. */
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
+                         "--resume continues it; to start over, remove it or choose another -o",
+                         o->out, (long long)resume_step);
     if ((rc = open_reader(&r, &rd, TUPE_SPLIT_TRAIN, 1, e)))
         return rc;
     r.meta = tupe_shardr_meta(rd);

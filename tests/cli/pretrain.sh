@@ -35,6 +35,16 @@ verdict "the final validation is logged"
 has $T/err "step 24/24  loss" && has $T/err "batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
 verdict "progress lines on stderr"
 
+run $P train "${common[@]}" -o $T/a --steps 4
+[ $rc = 73 ] && has $T/err "$T/a already holds a run (checkpoints up to step 24): --resume continues it" && \
+    [ -d $T/a/checkpoints/step-00000024 ] && [ ! -d $T/a/checkpoints/step-00000004 ] && \
+    [ "$(grep -c '"loss"' $T/a/metrics.jsonl)" = 24 ]
+verdict "a new run in a run directory with checkpoints is refused (exit 73), the old run untouched"
+touch $T/file
+run $P train "${common[@]}" -o $T/file --steps 4
+[ $rc = 73 ] && has $T/err "$T/file"
+verdict "a file as the run directory: exit 73"
+
 # Exact resume: 12 steps, stop, resume for 12 more == 24 in one go (dropout on).
 run $P train "${common[@]}" -o $T/b --steps 24 --stop-after 12
 [ $rc = 0 ] && [ -d $T/b/checkpoints/step-00000012 ] && has $T/err "stopped after step 12"
@@ -156,9 +166,9 @@ verdict "--checkpoint without --model takes the checkpoint's configuration"
 run $P train --data $T/shards --model $T/m.json --batch 8 --threads 2 --eval-every 0 -o $T/w --steps 2
 [ $rc = 0 ] && has $T/err "warning: --warmup 10000 is longer than --steps 2: the learning rate rises to 2e-08 at most"
 verdict "a warmup longer than the run is pointed out"
-run $P train "${common[@]}" -o $T/j --steps 4 --keep-step 2,5 --keep 1
+run $P train "${common[@]}" -o $T/j0 --steps 4 --keep-step 2,5 --keep 1
 [ $rc = 0 ] && has $T/err "warning: --keep-step 5 is past the last step (--steps 4): no such checkpoint" && \
-    [ -d $T/j/checkpoints/step-00000002 ]
+    [ -d $T/j0/checkpoints/step-00000002 ]
 verdict "a --keep-step past --steps is pointed out, not silently never kept"
 run $P train "${common[@]}" -o $T/j --steps 2 --position bert-r --tie-cls
 [ $rc = 2 ] && has $T/err "--tie-cls applies to tupe-a and tupe-r, not to a bert-r model"
