@@ -426,6 +426,27 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
     return tupe_config_check(&r->cfg, 1, e);
 }
 
+/* A checkpoint of tupe-pretrain records the vocabulary of its shards: shards of another
+ * vocabulary of the same size, whose ids mean other tokens, are refused. */
+static int check_vocab_hash(const run *r, const char *ckpt, const char *state, tupe_err *e)
+{
+    json_error_t je;
+    json_t *st = state ? json_loads(state, 0, &je) : NULL;
+    json_t *vh = st ? json_object_get(st, "vocab_hash") : NULL;
+    uint64_t h;
+    int rc = 0;
+    if (json_is_string(vh) && tupe_hash_parse(json_string_value(vh), &h) == 0 && h != 0 &&
+        r->meta->vocab_hash != 0 && h != r->meta->vocab_hash) {
+        char a[22], b[22];
+        tupe_hash_hex(h, a);
+        tupe_hash_hex(r->meta->vocab_hash, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s was trained with another vocabulary (%s) than the shards "
+                       "of %s (%s)", ckpt, a, r->o->data, b);
+    }
+    json_decref(st);
+    return rc;
+}
+
 static int create_model(run *r, tupe_backend *be, tupe_err *e)
 {
     /* floor(prob * len + u) positions at most per sequence: the logits buffer (masked x
@@ -707,7 +728,11 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             goto out;
         }
     } else if (o->init) {
-        if ((rc = tupe_ckpt_load(o->init, r.m, NULL, NULL, TUPE_CKPT_HEADS_OPTIONAL, e)))
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(o->init, r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            rc = check_vocab_hash(&r, o->init, js, e);
+        free(js);
+        if (rc)
             goto out;
     } else if ((rc = tupe_model_init(r.m, o->seed, e))) {
         goto out;
@@ -949,9 +974,13 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
                        "--valid-fraction)", data);
     if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
-        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e)) &&
-        !(rc = tupe_ckpt_load(checkpoint, r.m, NULL, NULL, 0, e)))
-        rc = evaluate(&r, o->eval_sequences, res, e);
+        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
+            !(rc = check_vocab_hash(&r, checkpoint, js, e)))
+            rc = evaluate(&r, o->eval_sequences, res, e);
+        free(js);
+    }
     tupe_shardr_close(rd);
     free_run(&r);
     return rc;

@@ -157,6 +157,18 @@ tupe-shard write -q -o $T/shards120 --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3
 run $P train "${common[@]}" --data $T/shards120 -o $T/a --steps 30 --resume
 [ $rc = 65 ] && has $T/err "the shards use a vocabulary of 120 tokens, the model 100"
 verdict "resuming on other shards is refused"
+# Same size, other vocabulary (the hash the shards record): ids that mean other tokens.
+for h in 1111 2222; do
+    $TESTTOOL tok-write --vocab-size 100 --vocab-hash $h -o $T/ids$h.tok $T/ids.txt
+    tupe-shard write -q -o $T/shards$h --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.05 --shards 1 $T/ids$h.tok
+done
+run $P train "${common[@]}" --data $T/shards1111 -o $T/v1111 --steps 2
+run $P eval --checkpoint $T/v1111/checkpoints/step-00000002 --data $T/shards2222
+[ $rc = 65 ] && has $T/err "was trained with another vocabulary (xxh3:0000000000001111) than the shards of $T/shards2222"
+verdict "eval on shards of another vocabulary of the same size is refused"
+run $P train "${common[@]}" --data $T/shards2222 -o $T/v2222 --steps 2 --checkpoint $T/v1111/checkpoints/step-00000002
+[ $rc = 65 ] && has $T/err "was trained with another vocabulary"
+verdict "... and so is --checkpoint"
 run $P train "${common[@]}" --data $T/shards120 -o $T/i --steps 2 --checkpoint $ck
 [ $rc = 65 ] && has $T/err "vocab_size differs"
 verdict "weights of another vocabulary are refused"
