@@ -208,6 +208,7 @@ bad "a shard that is not there" 66 "model-00002-of-00002.safetensors: No such fi
 bad "fairseq lm_head not tied" 65 "tensor 'decoder.lm_head.weight': differs from decoder.sentence_encoder.embed_tokens.weight" \
     --from fairseq $B/fairseq-untied.safetensors --heads 2
 bad "an HF directory given as fairseq" 65 "not a TUPE fairseq model state" --from fairseq $F/hf-bert/model.safetensors
+bad "a directory given as fairseq" 66 "hf-bert: a directory (expected the .safetensors file" --from fairseq $F/hf-bert
 cp -r $F/hf-bert $T/trunc && head -c 5000 $F/hf-bert/model.safetensors >$T/trunc/model.safetensors
 bad "truncated file" 65 "$T/trunc/model.safetensors" --from hf $T/trunc
 cp -r $F/bert-a $T/corrupt && printf '\x55' | dd of=$T/corrupt/model.safetensors bs=1 seek=20000 conv=notrunc 2>/dev/null
