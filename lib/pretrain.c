@@ -788,6 +788,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                            (long long)o->steps, resume_from[0] ? "; resuming" : "");
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
+    else if (o->resume && !quiet)
+        tupe_progress_note(&pr, "tupe-pretrain: --resume: no checkpoint in %s/checkpoints yet: a new run",
+                           o->out);
     for (int k = 0; k < o->n_keep_steps && !quiet; k++)
         if (o->keep_steps[k] > o->steps)
             tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "

@@ -45,6 +45,10 @@ run $P train "${common[@]}" -o $T/file --steps 4
 [ $rc = 73 ] && has $T/err "$T/file"
 verdict "a file as the run directory: exit 73"
 
+run $P train "${common[@]}" -o $T/new --steps 2 --resume
+[ $rc = 0 ] && has $T/err "--resume: no checkpoint in $T/new/checkpoints yet: a new run"
+verdict "--resume with nothing to resume says that it starts a new run"
+
 # Exact resume: 12 steps, stop, resume for 12 more == 24 in one go (dropout on).
 run $P train "${common[@]}" -o $T/b --steps 24 --stop-after 12
 [ $rc = 0 ] && [ -d $T/b/checkpoints/step-00000012 ] && has $T/err "stopped after step 12"
