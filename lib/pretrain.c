@@ -645,6 +645,17 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, 
     return rc;
 }
 
+/* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
+ * loss is the mean over the steps since the previous line, which took step_s each. */
+static void progress_line(tupe_progress *pr, int64_t step, int64_t steps, double loss, double lr,
+                          double norm, double tps, double step_s)
+{
+    char eta[24];
+    tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
+    tupe_progress_note(pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+                       (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+}
+
 int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
                    volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
 {
@@ -803,6 +814,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
 
     double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
     int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
+    /* the same since the last line on stderr, metrics line or progress-interval line */
+    double t_note = t_last, note_acc = 0;
+    int64_t tok_note = tok_last, n_note = 0;
     uint64_t cur_epoch = UINT64_MAX;
     int64_t last_step = st.step;
     for (int64_t step = st.step + 1; step <= o->steps; step++) {
@@ -871,17 +885,16 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         res->last_loss = loss;
         loss_acc += loss;
         n_acc++;
+        note_acc += loss;
+        n_note++;
         double now = tupe_now();
         st.elapsed = now - t0;
-        if (o->log_every > 0 && (step % o->log_every == 0 || step == o->steps)) {
+        int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
+        if (log_now) {
             double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
             double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
-            char eta[24];
-            tupe_fmt_duration(eta, sizeof eta, dt / (double)n_acc * (double)(o->steps - step));
             if (!quiet)
-                tupe_progress_note(&pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  "
-                                   "%.0f tok/s  ETA %s", (long long)step, (long long)o->steps, avg,
-                                   avg / M_LN2, lr, norm, tps, eta);
+                progress_line(&pr, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
             log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
                      "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
                      (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
@@ -890,6 +903,19 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             tok_last = st.tokens;
             loss_acc = 0;
             n_acc = 0;
+        }
+        if (!quiet && o->log_every > 0 && !log_now && now - t_note >= pr.interval) {
+            /* A slow run (a large model on a CPU) says how it goes at the progress interval
+             * between its --log-every lines; on stderr only. */
+            double dt = now - t_note;
+            progress_line(&pr, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
+                          norm, dt > 0 ? (double)(st.tokens - tok_note) / dt : 0, dt / (double)n_note);
+        }
+        if (log_now || now - t_note >= pr.interval) {
+            t_note = now;
+            tok_note = st.tokens;
+            note_acc = 0;
+            n_note = 0;
         }
         if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps) {
             tupe_eval_result ev;

@@ -49,6 +49,10 @@ run $P train "${common[@]}" -o $T/new --steps 2 --resume
 [ $rc = 0 ] && has $T/err "--resume: no checkpoint in $T/new/checkpoints yet: a new run"
 verdict "--resume with nothing to resume says that it starts a new run"
 
+run env TUPE_PROGRESS_INTERVAL=0 $P train "${common[@]}" -o $T/slow --steps 3 --log-every 100
+[ $rc = 0 ] && has $T/err "step 1/3  loss" && has $T/err "step 2/3  loss" && [ "$(grep -c '"loss"' $T/slow/metrics.jsonl)" = 1 ]
+verdict "between --log-every lines, a progress line on stderr at the progress interval (not in metrics)"
+
 # Exact resume: 12 steps, stop, resume for 12 more == 24 in one go (dropout on).
 run $P train "${common[@]}" -o $T/b --steps 24 --stop-after 12
 [ $rc = 0 ] && [ -d $T/b/checkpoints/step-00000012 ] && has $T/err "stopped after step 12"
