@@ -167,6 +167,31 @@ static void prune(const tupe_pretrain_opts *o)
     free(steps);
 }
 
+/* An existing -o must be a run directory (or empty): its config.json and metrics.jsonl are
+ * rewritten, and those of something else (a Hugging Face model, say) must not be. */
+static int check_run_dir(const char *dir, tupe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* missing (created later), or not a directory (reported when created) */
+    struct dirent *de;
+    int others = 0, run = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        if (strcmp(n, "checkpoints") == 0 || strcmp(n, "metrics.jsonl") == 0)
+            run = 1;
+        else
+            others = 1;
+    }
+    closedir(d);
+    if (others && !run)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no checkpoints/ "
+                         "or metrics.jsonl): not written into (choose another -o)", dir);
+    return 0;
+}
+
 /* ---- state shared by training and evaluation ------------------------------------------------ */
 
 typedef struct run {
@@ -682,7 +707,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     if (per_rank % r.mb)
         return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
                          "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if ((rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+    if ((rc = check_run_dir(o->out, e)) ||
+        (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
         return rc;
     if (!o->resume && resume_from[0])
         /* A new run here would have its checkpoints pruned in favour of the old run's later ones
