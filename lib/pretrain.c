@@ -1032,8 +1032,11 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
         char *js = NULL;
         if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
-            !(rc = check_vocab_hash(&r, checkpoint, js, e)))
-            rc = evaluate(&r, o->eval_sequences, res, e);
+            !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
+            !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
+                           "masked, so there is no loss (more --eval-sequences, or a larger "
+                           "--mask-prob)", data, (long long)res->sequences, res->sequences == 1 ? "" : "s");
         free(js);
     }
     tupe_shardr_close(rd);

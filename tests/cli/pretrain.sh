@@ -153,6 +153,9 @@ v1=$(cat $T/out)
 run $P eval --checkpoint $ck --data $T/shards --format json
 [ $rc = 0 ] && [ "$v1" = "$(cat $T/out)" ] && has $T/out '"val_acc"'
 verdict "eval is deterministic and reports loss and accuracy"
+run $P eval --checkpoint $ck --data $T/shards --format json --eval-sequences 1 --mask-prob 0.001
+[ $rc = 1 ] && has $T/err "no position of the 1 sequence evaluated was masked" && lacks $T/out nan
+verdict "eval with nothing masked: an error, not 'validation loss nan'"
 mkdir -p "$T/we\"ird"; cp -r $ck "$T/we\"ird/"
 run $P eval --checkpoint "$T/we\"ird/step-00000024" --data $T/shards --format json
 [ $rc = 0 ] && has $T/out 'we\"ird/step-00000024",'
