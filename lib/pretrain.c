@@ -411,6 +411,9 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
              : tupe_config_load(&r->cfg, o->model ? o->model : "bert-base", e);
     if (rc)
         return rc;
+    if (ckpt && r->cfg.num_labels > 0) /* a tupe-glue checkpoint: its head replaced the MLM head */
+        return tupe_fail(e, TUPE_EDATA, "%s is a fine-tuned classifier (%d labels): it has no "
+                         "masked-LM head", ckpt, r->cfg.num_labels);
     if (!ckpt) {
         if ((rc = apply_variant(o, &r->cfg, e)))
             return rc;

@@ -161,6 +161,11 @@ run $P eval --checkpoint "$T/we\"ird/step-00000024" --data $T/shards --format js
 [ $rc = 0 ] && has $T/out 'we\"ird/step-00000024",'
 verdict "eval --format json escapes the checkpoint path"
 
+tupe-convert import -q --from hf $TUPE_SRC/tests/fixtures/convert/hf-cls -o $T/cls
+run $P eval --checkpoint $T/cls --data $T/shards
+[ $rc = 65 ] && has $T/err "$T/cls is a fine-tuned classifier (3 labels): it has no masked-LM head"
+verdict "eval of a fine-tuned classifier: a clear refusal (exit 65)"
+
 # Bad inputs.
 cp -r $T/shards $T/bad
 for f in $T/bad/train-*.shard; do printf '\xff' | dd of=$f bs=1 seek=5000 conv=notrunc 2>/dev/null; done
