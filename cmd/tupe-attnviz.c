@@ -328,7 +328,8 @@ static int read_inputs(tupe_cli *c, const args *a, tupe_inspect *in, int max_len
     if (rc)
         return tupe_cli_error(c, &e);
     if (seqs->n == 0) {
-        tupe_fail(&e, TUPE_EDATA, "%s: no input (it has no line that is not blank)", a->input ? a->input : a->data);
+        tupe_fail(&e, TUPE_EDATA, "%s: no input (it has no line that is not blank)",
+                  a->input ? tupe_path_name(a->input) : a->data);
         return tupe_cli_error(c, &e);
     }
     if (seqs->truncated)

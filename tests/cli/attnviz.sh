@@ -118,6 +118,8 @@ run $P attn $F/tupe-r --vocab $T/v100.txt --text "w5"
 check "another vocabulary of the same size: exit 65 (the training state's hash)" eval '[ $rc = 65 ] && has $T/err "another vocabulary"'
 run $P attn $F/tupe-r --vocab $F/vocab.txt --text " " -o $T/blank
 check "a blank --text: usage error, nothing written" eval '[ $rc = 2 ] && has $T/err "--text: the sentence is blank" && [ ! -e $T/blank ]'
+run $P attn $F/tupe-r --vocab $F/vocab.txt --input - -o $T/empty </dev/null
+check "empty standard input: exit 65 naming (stdin)" eval '[ $rc = 65 ] && has $T/err "(stdin): no input"'
 run $P attn $F/tupe-r --text "w5"
 check "--text without --vocab: usage error" eval '[ $rc = 2 ] && has $T/err "--vocab is required"'
 run $P decomp $F/bert-a --data $T/sh --vocab $F/vocab.txt
