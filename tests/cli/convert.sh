@@ -168,6 +168,15 @@ verdict "a directory cannot be cast to stdout (exit 2)"
 run $C npy $F/bert-a -t embeddings.word_embeddings.weight -o $T/w.npy
 [ $rc = 0 ] && cmp -s $T/w.npy $F/npy/word_embeddings.npy
 verdict "npy: numpy.save's bytes exactly"
+# A FIFO (or /dev/null) as -o is written in place, not replaced by a file renamed over it.
+mkfifo $T/fifo
+cat $T/fifo >$T/fifo.out &
+catpid=$!
+run $C npy $F/bert-a -t embeddings.word_embeddings.weight -o $T/fifo
+for i in $(seq 1 50); do kill -0 $catpid 2>/dev/null || break; sleep 0.1; done
+kill $catpid 2>/dev/null; wait $catpid 2>/dev/null
+[ $rc = 0 ] && [ -p $T/fifo ] && cmp -s $T/fifo.out $T/w.npy
+verdict "-o a FIFO: written through it, the FIFO left in place"
 run $C npy $T/c16 --raw-bf16 -t embeddings.word_embeddings.weight -o $T/w16.npy
 [ $rc = 0 ] && cmp -s $T/w16.npy $F/npy/word_embeddings.bf16.npy
 verdict "npy --raw-bf16: the bf16 bits as uint16, numpy's bytes"
