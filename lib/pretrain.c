@@ -493,6 +493,8 @@ typedef struct tstate {
     uint64_t data_hash;
     int batch;
     double elapsed;
+    int has_seed;                /* read from a checkpoint: whether it recorded its seed */
+    uint64_t seed;
 } tstate;
 
 static char *state_json(const tstate *s, const run *r)
@@ -536,6 +538,9 @@ static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *
         s->tokens = json_is_integer(tk) ? json_integer_value(tk) : 0;
         s->skipped = json_is_integer(sk) ? json_integer_value(sk) : 0;
         s->elapsed = json_is_number(el) ? json_number_value(el) : 0;
+        json_t *sd = json_object_get(o, "seed");
+        s->has_seed = json_is_integer(sd);
+        s->seed = s->has_seed ? (uint64_t)json_integer_value(sd) : 0;
         /* The metadata carries no check of its own: refuse what no run could have written. */
         if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
             s->skipped > s->step || !(s->elapsed >= 0))
@@ -735,7 +740,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         (rc = create_model(&r, be, e)) || (rc = tupe_adamw_create(&opt, r.m, &o->adam, e)))
         goto out;
 
-    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0};
+    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0, 0, 0};
     if (resume_from[0]) {
         char *js = NULL;
         if ((rc = tupe_ckpt_load(resume_from, r.m, opt, &js, 0, e)))
@@ -748,6 +753,12 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         if (saved.batch != o->batch) {
             rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
                            "(now %d) to continue the same data order", resume_from, saved.batch, o->batch);
+            goto out;
+        }
+        if (saved.has_seed && saved.seed != o->seed) {
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                           "(now %llu) to continue the same data order, masks and dropout", resume_from,
+                           (unsigned long long)saved.seed, (unsigned long long)o->seed);
             goto out;
         }
         if (saved.step != resume_step) {

@@ -76,6 +76,9 @@ run $P train "${common[@]}" -o $T/b --steps 24 --resume
 [ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \
     cmp -s $T/b.metrics $T/b/metrics.jsonl
 verdict "--resume of a finished run does nothing and says so"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --seed 2
+[ $rc = 2 ] && has $T/err "was trained with --seed 1; resume with the same seed (now 2)" && [ ! -d $T/b/checkpoints/step-00000025 ]
+verdict "--resume with another --seed is refused (another data order and masks)"
 run $P train "${common[@]}" -o $T/b --steps 30 --resume --position bert-a
 [ $rc = 2 ] && has $T/err "is a tupe-r model, not bert-a" && [ ! -d $T/b/checkpoints/step-00000025 ]
 verdict "--resume with another --position is refused, not ignored"
