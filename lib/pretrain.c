@@ -830,7 +830,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     tupe_progress_start(&pr, "pretrain", 0, "", quiet);
     if (!quiet)
         tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
-                           "sequences of %u; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
+                           "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
                            tupe_position_name(r.cfg.position),
                            tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
                            r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,

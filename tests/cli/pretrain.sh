@@ -32,7 +32,7 @@ run $P train "${common[@]}" -o $T/a --steps 24
 verdict "training runs and writes config, metrics, a checkpoint"
 grep -q '"val_loss"' $T/a/metrics.jsonl
 verdict "the final validation is logged"
-has $T/err "step 24/24  loss" && has $T/err "batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
+has $T/err "step 24/24  loss" && has $T/err "training sequences of 32 tokens; batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
 verdict "progress lines on stderr"
 
 run $P train "${common[@]}" -o $T/a --steps 4
