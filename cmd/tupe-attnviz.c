@@ -232,6 +232,11 @@ static int cmd_pos(tupe_cli *c, const args *a, tupe_inspect *in)
             want[k] = 1;
         }
         free(dup);
+        int any = 0;
+        for (int k = 0; k < NVIEWS; k++)
+            any |= want[k];
+        if (!any)
+            return tupe_cli_usage(c, "--view: empty list");
     }
     long n;
     int *heads, nh;
@@ -323,7 +328,8 @@ static int read_inputs(tupe_cli *c, const args *a, tupe_inspect *in, int max_len
     if (rc)
         return tupe_cli_error(c, &e);
     if (seqs->n == 0) {
-        tupe_fail(&e, TUPE_EDATA, "%s: no input (it has no line that is not blank)", a->input ? a->input : a->data);
+        tupe_fail(&e, TUPE_EDATA, "%s: no input (it has no line that is not blank)",
+                  a->input ? tupe_path_name(a->input) : a->data);
         return tupe_cli_error(c, &e);
     }
     if (seqs->truncated)
@@ -526,8 +532,8 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
             tp[t] = titles[t];
         }
         char title[300];
-        snprintf(title, sizeof title, "%s: layer 0 scores, mean over %d head%s and %zu inputs "
-                 "(%s, --decomp %s)", a->ckpt, nh, nh > 1 ? "s" : "", seqs.n,
+        snprintf(title, sizeof title, "%s: layer 0 scores, mean over %d head%s and %zu input%s "
+                 "(%s, --decomp %s)", a->ckpt, nh, nh > 1 ? "s" : "", seqs.n, seqs.n > 1 ? "s" : "",
                  tupe_position_name(cfg->position), mode);
         tupe_view v = {"decomp", "decomp_mean", title,
                        "terms [ww, wp, pw, pp(, rest)] averaged over the heads, [term, query, key]",
@@ -545,8 +551,8 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
                 snprintf(titles[hi], sizeof titles[hi], "L0 H%d", heads[hi]);
                 tp[hi] = titles[hi];
             }
-            snprintf(title, sizeof title, "%s: layer 0, %s term, mean over %zu inputs (%s, "
-                     "--decomp %s)", a->ckpt, tupe_decomp_term_name(t), seqs.n,
+            snprintf(title, sizeof title, "%s: layer 0, %s term, mean over %zu input%s (%s, "
+                     "--decomp %s)", a->ckpt, tupe_decomp_term_name(t), seqs.n, seqs.n > 1 ? "s" : "",
                      tupe_position_name(cfg->position), mode);
             tupe_view v = {name, npy, title, what, TUPE_CMAP_COOLWARM, nh, n, n,
                            sel + (size_t)t * nh * nn, tp, NULL, "logit", 0};
@@ -607,6 +613,10 @@ int main(int argc, char **argv)
         case O_VOCAB: a.vocab = arg; break;
         case O_CASED: a.cased = 1; break;
         case O_TEXT: {
+            if (!arg[strspn(arg, " \t\r\n")]) { /* as --input skips blank lines */
+                rc = tupe_cli_usage(&c, "--text: the sentence is blank");
+                break;
+            }
             const char **t = realloc(a.texts, (size_t)(a.ntexts + 1) * sizeof *t);
             if (!t) {
                 rc = tupe_cli_usage(&c, "out of memory");

@@ -260,6 +260,8 @@ int main(int argc, char **argv)
         rc = tupe_cli_usage(&c, "--output is required");
     } else if (c.nargs != 1) {
         rc = tupe_cli_usage(&c, "expected one %s", c.cmd->args);
+    } else if (strcmp(out, "-") == 0 && (strcmp(name, "export") == 0 || strcmp(name, "import") == 0)) {
+        rc = tupe_cli_usage(&c, "%s writes a directory, not '-'", name);
     } else if (strcmp(name, "export") == 0) {
         if (to < 0)
             rc = tupe_cli_usage(&c, "--to is required (hf)");

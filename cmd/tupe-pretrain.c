@@ -1,5 +1,6 @@
 /* tupe-pretrain: masked-LM pre-training of every positional-encoding variant, on one process or
  * many (mpirun, srun), resumable exactly. The loop is lib/trainer.c. */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@ enum {
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "dir"},
-    {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: bert-base)", "list:tiny small bert-base bert-large"},
+    {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
     {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
     {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},
@@ -47,7 +48,7 @@ static const tupe_opt train_opts[] = {
     {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden dropout (default: the configuration's, 0.1)", NULL},
     {O_ATTN_DROPOUT, "attention-dropout", 0, TUPE_REQARG, "P", "attention dropout (default: the configuration's)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics (default: 100)", NULL},
+    {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics; 0 = none\n(default: 100)", NULL},
     {O_EVAL, "eval-every", 0, TUPE_REQARG, "N", "steps between validations; 0 = at the end only\n(default: 10000)", NULL},
     {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences per evaluation (default: all)", NULL},
     {O_SAVE, "save-every", 0, TUPE_REQARG, "N", "steps between checkpoints; 0 = at the end only\n(default: 10000)", NULL},
@@ -88,13 +89,20 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
                                cmds, "train"};
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, announce;
 
 static void on_signal(int sig)
 {
+    (void)sig;
     if (stop_flag)
-        _exit(128 + sig); /* second signal: stop now */
+        _exit(TUPE_EINTR); /* second signal: stop now (130 whichever the signal, as tupe(7) says) */
     stop_flag = 1;
+    if (announce) { /* a step of a large model can take minutes: say that the signal was heard */
+        static const char msg[] = "tupe-pretrain: stopping after this step, with a checkpoint "
+                                  "(a second signal stops at once)\n";
+        ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)n;
+    }
 }
 
 static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
@@ -207,11 +215,16 @@ int main(int argc, char **argv)
         if (tupe_eval_checkpoint(ckpt, o.data, &o, comm, be, &r, &e))
             rc = tupe_cli_error(&c, &e);
         else if (tupe_comm_rank(comm) == 0) {
-            if (json)
-                printf("{\"checkpoint\":\"%s\",\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                       "\"masked\":%lld,\"sequences\":%lld}\n", ckpt, r.loss, r.loss / M_LN2, r.acc,
-                       (long long)r.masked, (long long)r.sequences);
-            else
+            if (json) {
+                /* The path as a JSON string (quotes, backslashes; null if it is not UTF-8). */
+                json_t *js = json_string(ckpt);
+                char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+                printf("{\"checkpoint\":%s,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                       "\"masked\":%lld,\"sequences\":%lld}\n", q ? q : "null", r.loss, r.loss / M_LN2,
+                       r.acc, (long long)r.masked, (long long)r.sequences);
+                free(q);
+                json_decref(js);
+            } else
                 printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
                        "sequences)\n", ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
                        (long long)r.sequences);
@@ -221,11 +234,15 @@ int main(int argc, char **argv)
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
+        announce = !c.quiet && tupe_comm_rank(comm) == 0;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         tupe_pretrain_result r;
         if (tupe_pretrain_run(&o, comm, be, &stop_flag, &r, &e)) {
             rc = tupe_cli_error(&c, &e);
+        } else if (r.complete && tupe_comm_rank(comm) == 0) {
+            tupe_cli_note(&c, "%s is at step %lld, --steps is %lld: nothing to do (checkpoint %s)",
+                          o.out, (long long)r.step, (long long)o.steps, r.checkpoint);
         } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
             tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",
                           stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);
@@ -234,7 +251,7 @@ int main(int argc, char **argv)
             char val[64] = "no validation set";
             if (!isnan(r.val_loss))
                 snprintf(val, sizeof val, "validation loss %.4f", r.val_loss);
-            tupe_cli_note(&c, "done: step %lld, loss %.4f, %s, checkpoint %s%s", (long long)r.step,
+            tupe_cli_note(&c, "done: step %lld, loss of that step %.4f, %s, checkpoint %s%s", (long long)r.step,
                           r.last_loss, val, r.checkpoint,
                           r.skipped ? " (some updates skipped: non-finite)" : "");
         }

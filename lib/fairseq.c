@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "tensorfile.h"
@@ -273,6 +274,10 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     x.o = o;
     x.file = file;
     tupe_model *m = NULL;
+    struct stat sb;
+    if (stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: a directory (expected the .safetensors file that "
+                         "share/tupe/fairseq2safetensors.py writes; --from hf reads directories)", file);
     int rc = tupe_tset_open(&x.s, file, e);
     if (rc)
         return rc;

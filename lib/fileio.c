@@ -281,6 +281,7 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
 
 struct tupe_out {
     int fd, is_stdout;
+    int direct;           /* written in place: a device or FIFO (no temporary, no rename) */
     char *path, *tmp;
     unsigned char *buf;
     size_t len;
@@ -341,6 +342,19 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         free(o->buf), free(o->path), free(o);
         return tupe_fail(e, TUPE_ECANTCREAT, "%s: is a directory", path);
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* /dev/null, a FIFO, a terminal: renaming a file over one would replace the device
+         * itself (root may), so it is written in place. */
+        o->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (o->fd < 0) {
+            int err = errno;
+            free(o->buf), free(o->path), free(o);
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, err, "%s: cannot open", path);
+        }
+        o->direct = 1;
+        *outp = o;
+        return 0;
     }
     char tmp[PATH_MAX];
     for (int tries = 0;; tries++) {
@@ -459,7 +473,9 @@ int tupe_fsync_dir(const char *path, tupe_err *e)
 int tupe_out_commit(tupe_out *o, tupe_err *e)
 {
     int rc = flush_out(o, e);
-    if (o->is_stdout) {
+    if (o->direct && close(o->fd) != 0 && !rc)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s: close failed", o->path);
+    if (o->is_stdout || o->direct) {
         out_free(o);
         return rc;
     }
@@ -490,7 +506,9 @@ void tupe_out_abort(tupe_out *o)
 {
     if (!o)
         return;
-    if (!o->is_stdout) {
+    if (o->direct)
+        close(o->fd);
+    else if (!o->is_stdout) {
         close(o->fd);
         unlink(o->tmp);
     }

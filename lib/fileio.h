@@ -46,7 +46,8 @@ typedef struct tupe_out tupe_out;
 
 /* Open `path` for writing through a temporary file in the same directory
  * (".NAME.tmp.PID.RANDOM"); nothing appears at `path` until tupe_out_commit.
- * "-" writes to stdout directly (commit flushes). */
+ * "-" writes to stdout directly (commit flushes), and so is an existing path that is not a
+ * regular file (/dev/null, a FIFO), which a rename would replace. */
 int tupe_out_open(tupe_out **out, const char *path, tupe_err *e);
 int tupe_out_write(tupe_out *out, const void *buf, size_t n, tupe_err *e);
 int tupe_out_printf(tupe_out *out, tupe_err *e, const char *fmt, ...) TUPE_PRINTF(3, 4);

@@ -24,7 +24,7 @@
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = "bert-base";
+    o->model = NULL; /* bert-base, or the configuration of --checkpoint */
     o->untie_cls = -1;
     o->dropout = o->attention_dropout = -1;
     o->steps = 1000000;
@@ -65,7 +65,8 @@ static int list_checkpoints(const char *run_dir, int64_t **steps, size_t *n, tup
     *n = 0;
     DIR *d = opendir(dir);
     if (!d)
-        return errno == ENOENT ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+        /* none; a file in the way of the run directory is reported when it is created */
+        return errno == ENOENT || errno == ENOTDIR ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
     size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -126,12 +127,34 @@ static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
     return 0;
 }
 
+/* Remove the temporary checkpoint directories (".step-….tmp.…") that a run killed while
+ * saving left behind: each is as large as a checkpoint. Called after a save, when this
+ * process has none of its own. */
+static void remove_leftovers(const char *run_dir)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".step-", 6) != 0 || !strstr(de->d_name, ".tmp."))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        tupe_remove_tree(p);
+    }
+    closedir(d);
+}
+
 /* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
 static void prune(const tupe_pretrain_opts *o)
 {
     int64_t *steps;
     size_t n;
     tupe_err e;
+    remove_leftovers(o->out);
     if (list_checkpoints(o->out, &steps, &n, &e))
         return;
     for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {
@@ -142,6 +165,31 @@ static void prune(const tupe_pretrain_opts *o)
         tupe_remove_tree(p);
     }
     free(steps);
+}
+
+/* An existing -o must be a run directory (or empty): its config.json and metrics.jsonl are
+ * rewritten, and those of something else (a Hugging Face model, say) must not be. */
+static int check_run_dir(const char *dir, tupe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* missing (created later), or not a directory (reported when created) */
+    struct dirent *de;
+    int others = 0, run = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        if (strcmp(n, "checkpoints") == 0 || strcmp(n, "metrics.jsonl") == 0)
+            run = 1;
+        else
+            others = 1;
+    }
+    closedir(d);
+    if (others && !run)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no checkpoints/ "
+                         "or metrics.jsonl): not written into (choose another -o)", dir);
+    return 0;
 }
 
 /* ---- state shared by training and evaluation ------------------------------------------------ */
@@ -339,23 +387,58 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+/* --position and --tie-cls / --untie-cls. */
+static int apply_variant(const tupe_pretrain_opts *o, tupe_config *c, tupe_err *e)
+{
+    if (o->position) {
+        int p = tupe_position_parse(o->position);
+        if (p < 0)
+            return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
+        c->position = p;
+    }
+    if (o->untie_cls >= 0)
+        c->untie_cls = o->untie_cls;
+    return 0;
+}
+
+/* The configuration of the resumed or evaluated checkpoint `ckpt`; else --model; else that of
+ * the --checkpoint the weights come from; else bert-base. */
 static int resolve_config(run *r, const char *ckpt, tupe_err *e)
 {
     const tupe_pretrain_opts *o = r->o;
-    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e) : tupe_config_load(&r->cfg, o->model, e);
+    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e)
+             : !o->model && o->init ? tupe_ckpt_config(o->init, &r->cfg, e)
+             : tupe_config_load(&r->cfg, o->model ? o->model : "bert-base", e);
     if (rc)
         return rc;
+    if (ckpt && r->cfg.num_labels > 0) /* a tupe-glue checkpoint: its head replaced the MLM head */
+        return tupe_fail(e, TUPE_EDATA, "%s is a fine-tuned classifier (%d labels): it has no "
+                         "masked-LM head", ckpt, r->cfg.num_labels);
     if (!ckpt) {
-        if (o->position) {
-            int p = tupe_position_parse(o->position);
-            if (p < 0)
-                return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
-            r->cfg.position = p;
-        }
-        if (o->untie_cls >= 0)
-            r->cfg.untie_cls = o->untie_cls;
+        if ((rc = apply_variant(o, &r->cfg, e)))
+            return rc;
         r->cfg.num_labels = 0;
+    } else if (o->model || o->position || o->untie_cls >= 0) {
+        /* --resume continues the run's own model: options that ask for another are refused
+         * rather than ignored. */
+        tupe_config want = r->cfg;
+        char field[64];
+        if ((o->model && (rc = tupe_config_load(&want, o->model, e))) || (rc = apply_variant(o, &want, e)))
+            return rc;
+        if (want.vocab_size == 0)
+            want.vocab_size = r->cfg.vocab_size;
+        if (!tupe_config_same_encoder(&want, &r->cfg, field, sizeof field)) {
+            if (strcmp(field, "position") == 0)
+                return tupe_fail(e, TUPE_EUSAGE, "%s is a %s model, not %s: --resume continues the "
+                                 "run's model", ckpt, tupe_position_name(r->cfg.position),
+                                 tupe_position_name(want.position));
+            return tupe_fail(e, TUPE_EUSAGE, "%s: its %s differs from the one --model, --position or "
+                             "--tie-cls ask for: --resume continues the run's model", ckpt, field);
+        }
     }
+    if (o->untie_cls >= 0 && !tupe_cfg_tupe(&r->cfg))
+        return tupe_fail(e, TUPE_EUSAGE, "--%s applies to tupe-a and tupe-r, not to a %s model",
+                         o->untie_cls ? "untie-cls" : "tie-cls", tupe_position_name(r->cfg.position));
     if (o->dropout >= 0)
         r->cfg.hidden_dropout = o->dropout;
     if (o->attention_dropout >= 0)
@@ -369,6 +452,27 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
         return tupe_fail(e, TUPE_EDATA, "%s: sequences of %u tokens, longer than the model's "
                          "max_position_embeddings (%d)", o->data, r->seq_len, r->cfg.max_position);
     return tupe_config_check(&r->cfg, 1, e);
+}
+
+/* A checkpoint of tupe-pretrain records the vocabulary of its shards: shards of another
+ * vocabulary of the same size, whose ids mean other tokens, are refused. */
+static int check_vocab_hash(const run *r, const char *ckpt, const char *state, tupe_err *e)
+{
+    json_error_t je;
+    json_t *st = state ? json_loads(state, 0, &je) : NULL;
+    json_t *vh = st ? json_object_get(st, "vocab_hash") : NULL;
+    uint64_t h;
+    int rc = 0;
+    if (json_is_string(vh) && tupe_hash_parse(json_string_value(vh), &h) == 0 && h != 0 &&
+        r->meta->vocab_hash != 0 && h != r->meta->vocab_hash) {
+        char a[22], b[22];
+        tupe_hash_hex(h, a);
+        tupe_hash_hex(r->meta->vocab_hash, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s was trained with another vocabulary (%s) than the shards "
+                       "of %s (%s)", ckpt, a, r->o->data, b);
+    }
+    json_decref(st);
+    return rc;
 }
 
 static int create_model(run *r, tupe_backend *be, tupe_err *e)
@@ -389,6 +493,8 @@ typedef struct tstate {
     uint64_t data_hash;
     int batch;
     double elapsed;
+    int has_seed;                /* read from a checkpoint: whether it recorded its seed */
+    uint64_t seed;
 } tstate;
 
 static char *state_json(const tstate *s, const run *r)
@@ -432,6 +538,9 @@ static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *
         s->tokens = json_is_integer(tk) ? json_integer_value(tk) : 0;
         s->skipped = json_is_integer(sk) ? json_integer_value(sk) : 0;
         s->elapsed = json_is_number(el) ? json_number_value(el) : 0;
+        json_t *sd = json_object_get(o, "seed");
+        s->has_seed = json_is_integer(sd);
+        s->seed = s->has_seed ? (uint64_t)json_integer_value(sd) : 0;
         /* The metadata carries no check of its own: refuse what no run could have written. */
         if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
             s->skipped > s->step || !(s->elapsed >= 0))
@@ -569,6 +678,17 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, 
     return rc;
 }
 
+/* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
+ * loss is the mean over the steps since the previous line, which took step_s each. */
+static void progress_line(tupe_progress *pr, int64_t step, int64_t steps, double loss, double lr,
+                          double norm, double tps, double step_s)
+{
+    char eta[24];
+    tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
+    tupe_progress_note(pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+                       (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+}
+
 int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
                    volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
 {
@@ -595,8 +715,15 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     if (per_rank % r.mb)
         return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
                          "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if (o->resume && (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+    if ((rc = check_run_dir(o->out, e)) ||
+        (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
         return rc;
+    if (!o->resume && resume_from[0])
+        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
+         * and mix two runs in one directory. */
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
+                         "--resume continues it; to start over, remove it or choose another -o",
+                         o->out, (long long)resume_step);
     if ((rc = open_reader(&r, &rd, TUPE_SPLIT_TRAIN, 1, e)))
         return rc;
     r.meta = tupe_shardr_meta(rd);
@@ -613,7 +740,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         (rc = create_model(&r, be, e)) || (rc = tupe_adamw_create(&opt, r.m, &o->adam, e)))
         goto out;
 
-    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0};
+    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0, 0, 0};
     if (resume_from[0]) {
         char *js = NULL;
         if ((rc = tupe_ckpt_load(resume_from, r.m, opt, &js, 0, e)))
@@ -628,6 +755,12 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                            "(now %d) to continue the same data order", resume_from, saved.batch, o->batch);
             goto out;
         }
+        if (saved.has_seed && saved.seed != o->seed) {
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                           "(now %llu) to continue the same data order, masks and dropout", resume_from,
+                           (unsigned long long)saved.seed, (unsigned long long)o->seed);
+            goto out;
+        }
         if (saved.step != resume_step) {
             rc = tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
                            "damaged?)", resume_from, (long long)saved.step);
@@ -639,8 +772,18 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         }
         st = saved;
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", resume_from);
+        if (st.step >= o->steps) {
+            /* A requeued job of a finished run: leave the run directory as it is. */
+            res->step = st.step;
+            res->complete = 1;
+            goto out;
+        }
     } else if (o->init) {
-        if ((rc = tupe_ckpt_load(o->init, r.m, NULL, NULL, TUPE_CKPT_HEADS_OPTIONAL, e)))
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(o->init, r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            rc = check_vocab_hash(&r, o->init, js, e);
+        free(js);
+        if (rc)
             goto out;
     } else if ((rc = tupe_model_init(r.m, o->seed, e))) {
         goto out;
@@ -687,17 +830,33 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     tupe_progress_start(&pr, "pretrain", 0, "", quiet);
     if (!quiet)
         tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
-                           "sequences of %u; batch %d (%d ranks x %d micro-batches of %d); %lld steps%s",
+                           "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
                            tupe_position_name(r.cfg.position),
                            tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
                            r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
-                           (unsigned long long)N, r.seq_len, o->batch, r.world, per_rank / r.mb, r.mb,
+                           (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
+                           per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
                            (long long)o->steps, resume_from[0] ? "; resuming" : "");
     if (resume_from[0] && !quiet)
         tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
+    else if (o->resume && !quiet)
+        tupe_progress_note(&pr, "tupe-pretrain: --resume: no checkpoint in %s/checkpoints yet: a new run",
+                           o->out);
+    for (int k = 0; k < o->n_keep_steps && !quiet; k++)
+        if (o->keep_steps[k] > o->steps)
+            tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "
+                               "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
+                               (long long)o->steps);
+    if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
+        tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
+                           "learning rate rises to %.3g at most, never to its peak of %g",
+                           (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
 
     double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
     int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
+    /* the same since the last line on stderr, metrics line or progress-interval line */
+    double t_note = t_last, note_acc = 0;
+    int64_t tok_note = tok_last, n_note = 0;
     uint64_t cur_epoch = UINT64_MAX;
     int64_t last_step = st.step;
     for (int64_t step = st.step + 1; step <= o->steps; step++) {
@@ -766,17 +925,16 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         res->last_loss = loss;
         loss_acc += loss;
         n_acc++;
+        note_acc += loss;
+        n_note++;
         double now = tupe_now();
         st.elapsed = now - t0;
-        if (o->log_every > 0 && (step % o->log_every == 0 || step == o->steps)) {
+        int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
+        if (log_now) {
             double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
             double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
-            char eta[24];
-            tupe_fmt_duration(eta, sizeof eta, dt / (double)n_acc * (double)(o->steps - step));
             if (!quiet)
-                tupe_progress_note(&pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  "
-                                   "%.0f tok/s  ETA %s", (long long)step, (long long)o->steps, avg,
-                                   avg / M_LN2, lr, norm, tps, eta);
+                progress_line(&pr, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
             log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
                      "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
                      (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
@@ -785,6 +943,19 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             tok_last = st.tokens;
             loss_acc = 0;
             n_acc = 0;
+        }
+        if (!quiet && o->log_every > 0 && !log_now && now - t_note >= pr.interval) {
+            /* A slow run (a large model on a CPU) says how it goes at the progress interval
+             * between its --log-every lines; on stderr only. */
+            double dt = now - t_note;
+            progress_line(&pr, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
+                          norm, dt > 0 ? (double)(st.tokens - tok_note) / dt : 0, dt / (double)n_note);
+        }
+        if (log_now || now - t_note >= pr.interval) {
+            t_note = now;
+            tok_note = st.tokens;
+            note_acc = 0;
+            n_note = 0;
         }
         if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps) {
             tupe_eval_result ev;
@@ -872,9 +1043,16 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
                        "--valid-fraction)", data);
     if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
-        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e)) &&
-        !(rc = tupe_ckpt_load(checkpoint, r.m, NULL, NULL, 0, e)))
-        rc = evaluate(&r, o->eval_sequences, res, e);
+        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
+            !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
+            !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
+                           "masked, so there is no loss (more --eval-sequences, or a larger "
+                           "--mask-prob)", data, (long long)res->sequences, res->sequences == 1 ? "" : "s");
+        free(js);
+    }
     tupe_shardr_close(rd);
     free_run(&r);
     return rc;

@@ -33,7 +33,8 @@
 typedef struct tupe_pretrain_opts {
     const char *data;            /* shard directory */
     const char *out;             /* run directory */
-    const char *model;           /* preset name or JSON file */
+    const char *model;           /* preset name or JSON file; NULL: the configuration of
+                                    `init`, else bert-base */
     const char *position;        /* variant override, or NULL */
     int untie_cls;               /* -1 keep the configuration's; 0 or 1 */
     double dropout, attention_dropout; /* < 0 keep the configuration's */
@@ -67,6 +68,7 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o);
 typedef struct tupe_pretrain_result {
     int64_t step;                /* last step completed */
     int interrupted;             /* stopped by a signal (a checkpoint was written) */
+    int complete;                /* resumed at or past --steps: nothing was done */
     int64_t skipped;             /* updates skipped for non-finite values */
     double last_loss, val_loss, val_acc;
     char checkpoint[4096];       /* the last checkpoint written or resumed from ("" if none) */

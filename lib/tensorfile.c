@@ -69,8 +69,11 @@ int tupe_tf_replaceable(const char *dir, const char *marker, tupe_err *e)
     closedir(d);
     if (!entries || (marker ? found > 0 : others == 0))
         return 0;
-    return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not %s: not replaced (remove it or "
-                     "choose another output)", dir, marker ? marker : "a directory of .npy files");
+    if (marker)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and has no %s (not an output of this kind): "
+                         "not replaced (remove it or choose another output)", dir, marker);
+    return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a directory of .npy files: not "
+                     "replaced (remove it or choose another output)", dir);
 }
 
 /* ---- info ------------------------------------------------------------------------------------ */

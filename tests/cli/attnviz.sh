@@ -74,6 +74,8 @@ printf 'w5 w5 w5 w6 w6 w6 w7 w7 w7\n\nw8 w9 w10 w11\n\nw12 w12 w13 w13 w14 w14 w
 tupe-tokenize encode -q --vocab $F/vocab.txt $T/c.txt | tupe-shard write -q -o $T/sh --seq-len 16 --shards 1
 run $P decomp $F/bert-a --data $T/sh --max-inputs 2 --npy $T/ds --term
 check "decomp --data reads a shard directory (--max-inputs)" eval '[ $rc = 0 ] && has $T/ds/meta.json "\"inputs\": 2"'
+run $P decomp $F/bert-a --vocab $F/vocab.txt --text "w5 w6" --npy $T/d1 --term
+check "decomp of one input: '... and 1 input' in the title, not '1 inputs'" eval '[ $rc = 0 ] && has $T/d1/meta.json "and 1 input (" && lacks $T/d1/meta.json "1 inputs"'
 
 # attn: the maps of a full forward pass, per layer, labelled with the tokens.
 for m in tupe-r bert-a; do
@@ -94,6 +96,8 @@ run $P decomp $F/tupe-r --vocab $F/vocab.txt --text "w5"
 check "decomp on TUPE: usage error pointing to pos" eval '[ $rc = 2 ] && has $T/err "tupe-attnviz pos"'
 run $P pos $F/tupe-a --view rel
 check "a view the variant lacks: usage error" eval '[ $rc = 2 ] && has $T/err "--view rel: a tupe-a model has no such term"'
+run $P pos $F/tupe-a --view , -o $T/noview
+check "an empty --view: usage error, nothing written" eval '[ $rc = 2 ] && has $T/err "--view: empty list" && [ ! -e $T/noview ]'
 run $P pos $F/tupe-a --heads 2,7
 check "a head out of range: usage error" eval '[ $rc = 2 ] && has $T/err "--heads: expected numbers from 0 to 3"'
 run $P pos $F/tupe-a --max-pos 65
@@ -112,6 +116,10 @@ check "a vocabulary of another size: exit 65" eval '[ $rc = 65 ] && has $T/err "
 sed 's/^w99$/w100/' $F/vocab.txt >$T/v100.txt
 run $P attn $F/tupe-r --vocab $T/v100.txt --text "w5"
 check "another vocabulary of the same size: exit 65 (the training state's hash)" eval '[ $rc = 65 ] && has $T/err "another vocabulary"'
+run $P attn $F/tupe-r --vocab $F/vocab.txt --text " " -o $T/blank
+check "a blank --text: usage error, nothing written" eval '[ $rc = 2 ] && has $T/err "--text: the sentence is blank" && [ ! -e $T/blank ]'
+run $P attn $F/tupe-r --vocab $F/vocab.txt --input - -o $T/empty </dev/null
+check "empty standard input: exit 65 naming (stdin)" eval '[ $rc = 65 ] && has $T/err "(stdin): no input"'
 run $P attn $F/tupe-r --text "w5"
 check "--text without --vocab: usage error" eval '[ $rc = 2 ] && has $T/err "--vocab is required"'
 run $P decomp $F/bert-a --data $T/sh --vocab $F/vocab.txt

@@ -168,6 +168,15 @@ verdict "a directory cannot be cast to stdout (exit 2)"
 run $C npy $F/bert-a -t embeddings.word_embeddings.weight -o $T/w.npy
 [ $rc = 0 ] && cmp -s $T/w.npy $F/npy/word_embeddings.npy
 verdict "npy: numpy.save's bytes exactly"
+# A FIFO (or /dev/null) as -o is written in place, not replaced by a file renamed over it.
+mkfifo $T/fifo
+cat $T/fifo >$T/fifo.out &
+catpid=$!
+run $C npy $F/bert-a -t embeddings.word_embeddings.weight -o $T/fifo
+for i in $(seq 1 50); do kill -0 $catpid 2>/dev/null || break; sleep 0.1; done
+kill $catpid 2>/dev/null; wait $catpid 2>/dev/null
+[ $rc = 0 ] && [ -p $T/fifo ] && cmp -s $T/fifo.out $T/w.npy
+verdict "-o a FIFO: written through it, the FIFO left in place"
 run $C npy $T/c16 --raw-bf16 -t embeddings.word_embeddings.weight -o $T/w16.npy
 [ $rc = 0 ] && cmp -s $T/w16.npy $F/npy/word_embeddings.bf16.npy
 verdict "npy --raw-bf16: the bf16 bits as uint16, numpy's bytes"
@@ -186,6 +195,12 @@ bad() { # bad NAME EXPECTED-RC TEXT [import arguments...]
     [ $rc = $want ] && has $T/err "$text" && [ ! -e $T/bad-out ]
     verdict "refused: $name (exit $want)"
 }
+cd $T; run $C export --to hf $F/bert-a -o - --vocab $F/vocab.txt; cd - >/dev/null
+[ $rc = 2 ] && has $T/err "export writes a directory, not '-'" && [ ! -e $T/- ]
+verdict "export -o -: usage error, no directory named '-'"
+cd $T; run $C import --from hf $F/hf-bert -o -; cd - >/dev/null
+[ $rc = 2 ] && has $T/err "import writes a directory, not '-'" && [ ! -e $T/- ]
+verdict "import -o -: usage error, no directory named '-'"
 B=$F/bad
 bad "missing tensor" 65 "tensor 'bert.encoder.layer.0.output.dense.bias': missing: expected a tensor of shape [4]" --from hf $B/missing-tensor
 bad "wrong shape" 65 "tensor 'bert.encoder.layer.0.attention.self.query.weight': shape [4, 5], expected [4, 4]" --from hf $B/wrong-shape
@@ -202,6 +217,7 @@ bad "a shard that is not there" 66 "model-00002-of-00002.safetensors: No such fi
 bad "fairseq lm_head not tied" 65 "tensor 'decoder.lm_head.weight': differs from decoder.sentence_encoder.embed_tokens.weight" \
     --from fairseq $B/fairseq-untied.safetensors --heads 2
 bad "an HF directory given as fairseq" 65 "not a TUPE fairseq model state" --from fairseq $F/hf-bert/model.safetensors
+bad "a directory given as fairseq" 66 "hf-bert: a directory (expected the .safetensors file" --from fairseq $F/hf-bert
 cp -r $F/hf-bert $T/trunc && head -c 5000 $F/hf-bert/model.safetensors >$T/trunc/model.safetensors
 bad "truncated file" 65 "$T/trunc/model.safetensors" --from hf $T/trunc
 cp -r $F/bert-a $T/corrupt && printf '\x55' | dd of=$T/corrupt/model.safetensors bs=1 seek=20000 conv=notrunc 2>/dev/null
@@ -225,7 +241,7 @@ verdict "a missing input: exit 66"
 
 mkdir -p $T/precious && echo keep >$T/precious/notes.txt
 run $C export --to hf $F/bert-a -o $T/precious --vocab $F/vocab.txt
-[ $rc = 73 ] && has $T/err "exists and is not config.json: not replaced" && [ "$(cat $T/precious/notes.txt)" = keep ]
+[ $rc = 73 ] && has $T/err "precious exists and has no config.json (not an output of this kind): not replaced" && [ "$(cat $T/precious/notes.txt)" = keep ]
 verdict "a directory of something else is never replaced (exit 73)"
 run $C import --from hf $F/hf-bert -o $T/precious
 [ $rc = 73 ] && [ "$(ls $T/precious)" = notes.txt ]

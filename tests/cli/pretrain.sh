@@ -32,8 +32,31 @@ run $P train "${common[@]}" -o $T/a --steps 24
 verdict "training runs and writes config, metrics, a checkpoint"
 grep -q '"val_loss"' $T/a/metrics.jsonl
 verdict "the final validation is logged"
-has $T/err "step 24/24  loss"
+has $T/err "step 24/24  loss" && has $T/err "training sequences of 32 tokens; batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
 verdict "progress lines on stderr"
+
+run $P train "${common[@]}" -o $T/a --steps 4
+[ $rc = 73 ] && has $T/err "$T/a already holds a run (checkpoints up to step 24): --resume continues it" && \
+    [ -d $T/a/checkpoints/step-00000024 ] && [ ! -d $T/a/checkpoints/step-00000004 ] && \
+    [ "$(grep -c '"loss"' $T/a/metrics.jsonl)" = 24 ]
+verdict "a new run in a run directory with checkpoints is refused (exit 73), the old run untouched"
+mkdir -p $T/hf && echo '{"model_type": "bert"}' >$T/hf/config.json
+run $P train "${common[@]}" -o $T/hf --steps 2
+[ $rc = 73 ] && has $T/err "$T/hf exists and is not a run directory" && [ "$(cat $T/hf/config.json)" = '{"model_type": "bert"}' ] && \
+    [ "$(ls $T/hf)" = config.json ]
+verdict "a directory of something else as -o is refused (exit 73), its config.json untouched"
+touch $T/file
+run $P train "${common[@]}" -o $T/file --steps 4
+[ $rc = 73 ] && has $T/err "$T/file"
+verdict "a file as the run directory: exit 73"
+
+run $P train "${common[@]}" -o $T/new --steps 2 --resume
+[ $rc = 0 ] && has $T/err "--resume: no checkpoint in $T/new/checkpoints yet: a new run"
+verdict "--resume with nothing to resume says that it starts a new run"
+
+run env TUPE_PROGRESS_INTERVAL=0 $P train "${common[@]}" -o $T/slow --steps 3 --log-every 100
+[ $rc = 0 ] && has $T/err "step 1/3  loss" && has $T/err "step 2/3  loss" && [ "$(grep -c '"loss"' $T/slow/metrics.jsonl)" = 1 ]
+verdict "between --log-every lines, a progress line on stderr at the progress interval (not in metrics)"
 
 # Exact resume: 12 steps, stop, resume for 12 more == 24 in one go (dropout on).
 run $P train "${common[@]}" -o $T/b --steps 24 --stop-after 12
@@ -48,6 +71,20 @@ cmp -s <(data_bytes $T/a/checkpoints/step-00000024/optimizer.safetensors) <(data
 verdict "... and the same optimizer state"
 [ "$(grep -c '"loss"' $T/b/metrics.jsonl)" = 24 ]
 verdict "... and one metrics line per step"
+cp $T/b/metrics.jsonl $T/b.metrics
+run $P train "${common[@]}" -o $T/b --steps 24 --resume
+[ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \
+    cmp -s $T/b.metrics $T/b/metrics.jsonl
+verdict "--resume of a finished run does nothing and says so"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --seed 2
+[ $rc = 2 ] && has $T/err "was trained with --seed 1; resume with the same seed (now 2)" && [ ! -d $T/b/checkpoints/step-00000025 ]
+verdict "--resume with another --seed is refused (another data order and masks)"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --position bert-a
+[ $rc = 2 ] && has $T/err "is a tupe-r model, not bert-a" && [ ! -d $T/b/checkpoints/step-00000025 ]
+verdict "--resume with another --position is refused, not ignored"
+run $P train "${common[@]}" -o $T/b --steps 30 --resume --tie-cls
+[ $rc = 2 ] && has $T/err "its untie_cls differs"
+verdict "... and with --tie-cls on an untied run"
 
 # Gradient accumulation and data parallelism compute the same step (dropout off: its streams
 # are named by rank and micro-batch).
@@ -73,9 +110,21 @@ pid=$!
 for i in $(seq 1 100); do grep -q "step 3/" $T/err 2>/dev/null && break; sleep 0.1; done
 kill -INT $pid
 wait $pid; rc=$?
-[ $rc = 0 ] && has $T/err "interrupted after step" && \
+[ $rc = 0 ] && has $T/err "stopping after this step, with a checkpoint" && has $T/err "interrupted after step" && \
     [ -n "$(ls $T/f/checkpoints 2>/dev/null)" ]
 verdict "SIGINT: a checkpoint and exit 0"
+# A second signal during a step of a few hundred milliseconds (a wider model, a larger batch).
+cat >$T/m256.json <<'J'
+{"position": "tupe-r", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "intermediate_size": 1024, "max_position_embeddings": 64}
+J
+$P train --data $T/shards --model $T/m256.json --batch 128 --log-every 1 --threads 2 -o $T/f2 --steps 100 >$T/out 2>$T/err &
+pid=$!
+for i in $(seq 1 1000); do grep -q "step 1/" $T/err 2>/dev/null && break; sleep 0.05; done
+kill -TERM $pid; sleep 0.1; kill -TERM $pid
+wait $pid; rc=$?
+[ $rc = 130 ] && [ ! -d $T/f2/checkpoints/step-00000002 ]
+verdict "a second SIGTERM stops at once with exit status 130 (got $rc)"
 run $P train "${common[@]}" -o $T/f --steps 100000 --resume --stop-after 2
 [ $rc = 0 ] && has $T/err "resumed from"
 verdict "an interrupted run resumes"
@@ -83,6 +132,14 @@ verdict "an interrupted run resumes"
 run $P train "${common[@]}" -o $T/t --steps 100000 --max-time 1
 [ $rc = 0 ] && has $T/err "stopped after step" && [ -n "$(ls $T/t/checkpoints)" ]
 verdict "--max-time leaves with a checkpoint"
+
+# Killed while saving: the temporary checkpoint directory (as large as a checkpoint) does not
+# outlive the next save.
+run env TUPE_FAULT=ckpt.optimizer:2 $P train "${common[@]}" -o $T/kill --steps 6 --save-every 2
+[ $rc = 137 ] && ls -a $T/kill/checkpoints | grep -q '^\.step-00000004\.tmp\.'
+run $P train "${common[@]}" -o $T/kill --steps 6 --save-every 2 --resume
+[ $rc = 0 ] && [ -d $T/kill/checkpoints/step-00000006 ] && ! ls -a $T/kill/checkpoints | grep -q '\.tmp\.'
+verdict "a run killed while saving leaves no temporary directory after the next save"
 
 # Non-finite values: stop with the last good checkpoint, or skip with --skip-nonfinite.
 run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6
@@ -99,6 +156,18 @@ v1=$(cat $T/out)
 run $P eval --checkpoint $ck --data $T/shards --format json
 [ $rc = 0 ] && [ "$v1" = "$(cat $T/out)" ] && has $T/out '"val_acc"'
 verdict "eval is deterministic and reports loss and accuracy"
+run $P eval --checkpoint $ck --data $T/shards --format json --eval-sequences 1 --mask-prob 0.001
+[ $rc = 1 ] && has $T/err "no position of the 1 sequence evaluated was masked" && lacks $T/out nan
+verdict "eval with nothing masked: an error, not 'validation loss nan'"
+mkdir -p "$T/we\"ird"; cp -r $ck "$T/we\"ird/"
+run $P eval --checkpoint "$T/we\"ird/step-00000024" --data $T/shards --format json
+[ $rc = 0 ] && has $T/out 'we\"ird/step-00000024",'
+verdict "eval --format json escapes the checkpoint path"
+
+tupe-convert import -q --from hf $TUPE_SRC/tests/fixtures/convert/hf-cls -o $T/cls
+run $P eval --checkpoint $T/cls --data $T/shards
+[ $rc = 65 ] && has $T/err "$T/cls is a fine-tuned classifier (3 labels): it has no masked-LM head"
+verdict "eval of a fine-tuned classifier: a clear refusal (exit 65)"
 
 # Bad inputs.
 cp -r $T/shards $T/bad
@@ -112,9 +181,34 @@ tupe-shard write -q -o $T/shards120 --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3
 run $P train "${common[@]}" --data $T/shards120 -o $T/a --steps 30 --resume
 [ $rc = 65 ] && has $T/err "the shards use a vocabulary of 120 tokens, the model 100"
 verdict "resuming on other shards is refused"
+# Same size, other vocabulary (the hash the shards record): ids that mean other tokens.
+for h in 1111 2222; do
+    $TESTTOOL tok-write --vocab-size 100 --vocab-hash $h -o $T/ids$h.tok $T/ids.txt
+    tupe-shard write -q -o $T/shards$h --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.05 --shards 1 $T/ids$h.tok
+done
+run $P train "${common[@]}" --data $T/shards1111 -o $T/v1111 --steps 2
+run $P eval --checkpoint $T/v1111/checkpoints/step-00000002 --data $T/shards2222
+[ $rc = 65 ] && has $T/err "was trained with another vocabulary (xxh3:0000000000001111) than the shards of $T/shards2222"
+verdict "eval on shards of another vocabulary of the same size is refused"
+run $P train "${common[@]}" --data $T/shards2222 -o $T/v2222 --steps 2 --checkpoint $T/v1111/checkpoints/step-00000002
+[ $rc = 65 ] && has $T/err "was trained with another vocabulary"
+verdict "... and so is --checkpoint"
 run $P train "${common[@]}" --data $T/shards120 -o $T/i --steps 2 --checkpoint $ck
 [ $rc = 65 ] && has $T/err "vocab_size differs"
 verdict "weights of another vocabulary are refused"
+run $P train --data $T/shards --batch 8 --threads 2 -o $T/i2 --steps 2 --eval-every 0 --checkpoint $ck
+[ $rc = 0 ] && grep -q '"hidden_size": 32' $T/i2/config.json
+verdict "--checkpoint without --model takes the checkpoint's configuration"
+run $P train --data $T/shards --model $T/m.json --batch 8 --threads 2 --eval-every 0 -o $T/w --steps 2
+[ $rc = 0 ] && has $T/err "warning: --warmup 10000 is longer than --steps 2: the learning rate rises to 2e-08 at most"
+verdict "a warmup longer than the run is pointed out"
+run $P train "${common[@]}" -o $T/j0 --steps 4 --keep-step 2,5 --keep 1
+[ $rc = 0 ] && has $T/err "warning: --keep-step 5 is past the last step (--steps 4): no such checkpoint" && \
+    [ -d $T/j0/checkpoints/step-00000002 ]
+verdict "a --keep-step past --steps is pointed out, not silently never kept"
+run $P train "${common[@]}" -o $T/j --steps 2 --position bert-r --tie-cls
+[ $rc = 2 ] && has $T/err "--tie-cls applies to tupe-a and tupe-r, not to a bert-r model"
+verdict "--tie-cls on a BERT variant: usage error, not ignored"
 run $P train "${common[@]}" -o $T/j --steps 2 --batch 6 --micro-batch 4
 [ $rc = 2 ] && has $T/err "does not divide"
 verdict "a micro-batch that does not divide the batch: usage error"
