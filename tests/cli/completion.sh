@@ -43,7 +43,8 @@ done
 if command -v zsh >/dev/null 2>&1; then
     zsh -n "$TUPE_SRC/completions/_tupe"
     verdict "zsh completion parses"
-    # zsh_complete LINE: what an interactive zsh shows after LINE and a TAB. The line is then
+    # zsh_complete LINE: what an interactive zsh shows after LINE and a TAB, then the line as zle
+    # holds it (BUF<...>, printed by a widget bound to ^T). The line is then
     # cleared and a marker echoed, so that reading up to the marker sees all of the output.
     cat >$T/complete.zsh <<'Z'
 zmodload zsh/zpty
@@ -51,7 +52,8 @@ zpty z zsh -f -i
 zpty -w z "PS1='> '; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
 zpty -w z "compdef _tupe tupe-testtool; zstyle ':completion:*' menu no; LISTMAX=1000; echo GO\$((6*6))"
 zpty -r -m z out '*GO36*' || print "no prompt"
-zpty -w -n z "$2"$'\t'
+zpty -w z "showbuf() { print -rn -- \"BUF<\$BUFFER>\" }; zle -N showbuf; bindkey '^T' showbuf"
+zpty -w -n z "$2"$'\t\C-t'
 zpty -w z $'\C-u'"echo END\$((6*7))"
 zpty -r -m z out '*END42*' || print "no marker"
 zpty -d z
@@ -62,8 +64,9 @@ Z
     grep -q "bytes  *items" <<<"$out" && ! grep -q 'unmatched\|not found' <<<"$out" || \
         { printf '#   %s\n' "$out"; false; }
     verdict "[zsh] choice values complete"
+    # The line after the TAB, as zle holds it (^T prints it): not the terminal's redraw of it.
     out=$(zsh_complete 'tupe-testtool tok-write -o cor')
-    grep -q corpus.txt <<<"$out" && ! grep -q 'unmatched\|not found' <<<"$out" || { printf '#   %s\n' "$out"; false; }
+    grep -qF 'BUF<tupe-testtool tok-write -o corpus.txt' <<<"$out" && ! grep -q 'unmatched\|not found' <<<"$out" || { printf '#   %s\n' "$out"; false; }
     verdict "[zsh] option values complete as files"
 fi
 exit $_failed
