@@ -45,35 +45,29 @@ static int open_verified(tupe_tset **s, const char *path, size_t *checked, tupe_
 
 int tupe_tf_replaceable(const char *dir, const char *marker, tupe_err *e)
 {
+    if (marker)
+        return tupe_dir_replaceable(dir, marker, "an output of this kind", e);
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return 0;
     if (!S_ISDIR(sb.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a directory", dir);
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", dir);
     DIR *d = opendir(dir);
     if (!d)
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", dir);
     struct dirent *de;
-    int entries = 0, found = 0, others = 0;
+    int others = 0;
     while ((de = readdir(d))) {
         const char *n = de->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        entries++;
         size_t l = strlen(n);
-        if (marker ? strcmp(n, marker) == 0 : l > 4 && strcmp(n + l - 4, ".npy") == 0)
-            found++;
-        else
+        if (strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && !(l > 4 && strcmp(n + l - 4, ".npy") == 0))
             others++;
     }
     closedir(d);
-    if (!entries || (marker ? found > 0 : others == 0))
+    if (others == 0)
         return 0;
-    if (marker)
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and has no %s (not an output of this kind): "
-                         "not replaced (remove it or choose another output)", dir, marker);
-    return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a directory of .npy files: not "
-                     "replaced (remove it or choose another output)", dir);
+    return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory of .npy files; "
+                     "refusing to replace it", dir);
 }
 
 /* ---- info ------------------------------------------------------------------------------------ */
