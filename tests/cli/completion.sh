@@ -49,10 +49,11 @@ if command -v zsh >/dev/null 2>&1; then
     cat >$T/complete.zsh <<'Z'
 zmodload zsh/zpty
 zpty z zsh -f -i
-zpty -w z "PS1='> '; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
-zpty -w z "compdef _tupe tupe-testtool; zstyle ':completion:*' menu no; LISTMAX=1000; echo GO\$((6*6))"
-zpty -r -m z out '*GO36*' || print "no prompt"
-zpty -w z "showbuf() { print -rn -- \"BUF<\$BUFFER>\" }; zle -N showbuf; bindkey '^T' showbuf"
+zpty -w z "PS1='RDY> '; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D; compdef _tupe tupe-testtool; zstyle ':completion:*' menu no; LISTMAX=1000; showbuf() { print -rn -- \"BUF<\$BUFFER>\" }; zle -N showbuf; bindkey '^T' showbuf; echo GO\$((6*6))"
+zpty -r -m z out '*GO36*' || print "no marker"
+# Type only once the line editor has the terminal (its prompt is out): keys that come earlier
+# meet the tty's line discipline, where ^U erases them.
+zpty -r -m z out '*RDY> *' || print "no prompt"
 zpty -w -n z "$2"$'\t\C-t'
 zpty -w z $'\C-u'"echo END\$((6*7))"
 zpty -r -m z out '*END42*' || print "no marker"
