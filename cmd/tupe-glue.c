@@ -435,6 +435,8 @@ int main(int argc, char **argv)
         rc = tupe_cli_usage(&c, "--vocab is required (the vocabulary the model was trained with)");
     else if ((training || strcmp(name, "predict") == 0) && !out)
         rc = tupe_cli_usage(&c, "--output DIR is required");
+    else if ((training || strcmp(name, "predict") == 0) && strcmp(out, "-") == 0)
+        rc = tupe_cli_usage(&c, "%s writes a directory, not '-'", name);
     else if (c.nargs)
         rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
     if (rc) {

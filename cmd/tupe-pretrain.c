@@ -189,6 +189,8 @@ int main(int argc, char **argv)
         rc = tupe_cli_usage(&c, "--data DIR is required");
     else if (!is_eval && !o.out)
         rc = tupe_cli_usage(&c, "--output DIR (the run directory) is required");
+    else if (!is_eval && strcmp(o.out, "-") == 0)
+        rc = tupe_cli_usage(&c, "train writes a run directory, not '-'");
     else if (is_eval && !ckpt)
         rc = tupe_cli_usage(&c, "--checkpoint DIR is required");
     else if (c.nargs)

@@ -35,6 +35,12 @@ for g in , 1e-5,2e-5,1e-5; do
     verdict "sweep: --lr-grid $g is a usage error"
 done
 
+for sub in train sweep predict; do
+    run sh -c "cd $T && $P $sub --task RTE --data $G --checkpoint x --vocab x -o -"
+    [ $rc = 2 ] && has $T/err "$sub writes a directory, not '-'" && [ ! -e $T/- ]
+    verdict "$sub: -o - is a usage error (it writes a directory)"
+done
+
 # Score a majority-class prediction file for MRPC dev (279 of 408 are "1").
 { printf 'index\tprediction\n'; for i in $(seq 0 407); do printf '%d\t1\n' $i; done; } >$T/mrpc.tsv
 run $P score --task MRPC --data $G $T/mrpc.tsv --format json
