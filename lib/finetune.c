@@ -535,12 +535,12 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
      * survive into this one, whose best/ and metrics replace it. */
     snprintf(path, sizeof path, "%s/results.json", o->out);
     if (remove(path) != 0 && errno != ENOENT) {
-        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot remove: %s", path, strerror(errno));
+        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
         goto out;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
     if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: cannot create: %s", path, strerror(errno));
+        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
         goto out;
     }
     size_t n = tr.n;
