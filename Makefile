@@ -66,7 +66,7 @@ BIN     := $(B)/bin
 OBJ     := $(B)/obj
 
 # ---- flags -----------------------------------------------------------------------------------
-PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo
+PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo libprotobuf-c
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -86,7 +86,7 @@ ifneq ($(SANITIZE),)
     OPT  := -O1 -g
   endif
 endif
-CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib $(PKG_CFLAGS)
+CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib -I$(OBJ)/gen $(PKG_CFLAGS)
 CFLAGS   ?=
 CFLAGS   += -std=c11 $(OPT) $(WARN) -pthread -fopenmp $(SANFLAGS) -MMD -MP
 LDFLAGS  += -pthread -fopenmp $(SANFLAGS) -Wl,--as-needed
@@ -125,8 +125,11 @@ UNIT_SRC  := $(sort $(wildcard $(TOP)/tests/unit/test_*.c))
 TOOL_SRC  := $(sort $(wildcard $(TOP)/tests/tools/*.c))
 BENCH_SRC := $(sort $(wildcard $(TOP)/tests/bench/*.c))
 
+PROTO_SRC := $(sort $(wildcard $(TOP)/lib/*.proto))
+PROTO_GEN := $(patsubst $(TOP)/lib/%.proto,$(OBJ)/gen/%.pb-c.c,$(PROTO_SRC))
 LIB_OBJ   := $(patsubst $(TOP)/lib/%.c,$(OBJ)/lib/%.o,$(LIB_SRC)) \
-             $(patsubst $(TOP)/kernels/%.cu,$(OBJ)/kernels/%.o,$(CU_SRC))
+             $(patsubst $(TOP)/kernels/%.cu,$(OBJ)/kernels/%.o,$(CU_SRC)) \
+             $(PROTO_GEN:.c=.o)
 PROGS     := $(patsubst $(TOP)/cmd/%.c,$(BIN)/%,$(CMD_SRC))
 UNITS     := $(patsubst $(TOP)/tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 TOOLS     := $(patsubst $(TOP)/tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
@@ -149,7 +152,18 @@ info:
 # The CPU backend's AdamW and LayerNorm loops vectorize only when sqrt need not set errno.
 $(OBJ)/lib/backend_cpu.o: CFLAGS += -fno-math-errno
 
-$(OBJ)/lib/%.o: $(TOP)/lib/%.c
+# Protocol buffers (TensorBoard's event files): C from protoc-c, generated before any module
+# that might include it.
+$(OBJ)/gen/%.pb-c.c $(OBJ)/gen/%.pb-c.h: $(TOP)/lib/%.proto
+	@mkdir -p $(@D)
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --proto_path=$(TOP)/lib --c_out=$(@D) $<
+
+$(OBJ)/gen/%.pb-c.o: $(OBJ)/gen/%.pb-c.c
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c $< -o $@
+
+$(OBJ)/lib/%.o: $(TOP)/lib/%.c | $(PROTO_GEN)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -269,7 +283,8 @@ demo: deps-check all
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
 # runtimes and its OpenMP (make fuzz).
 DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
-            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
+            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler \
+            fonts-dejavu-core zstd man-db \
             groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \
             gnuplot-nox
 

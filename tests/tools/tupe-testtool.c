@@ -10,6 +10,9 @@
 #include "npy.h"
 #include "progress.h"
 #include "safetensors.h"
+#include "crc32c.h"
+#include "tfevent.pb-c.h"
+#include "tfevents.h"
 #include "tokstream.h"
 
 enum { O_OUT = 1, O_VOCAB, O_HASH, O_MODE, O_SIZE, O_COUNT };
@@ -42,9 +45,93 @@ static const tupe_cmd cmds[] = {
      "Prints \"max_abs_diff X max_rel_diff Y\" (Y: X divided by the largest |value| of B; NaN\n"
      "cells must be NaN in both) and exits 1 when their shapes differ. A may be several files\n"
      "joined by '+': their sum is compared.", NULL, "file"},
+    {"tfevents", "METRICS", "a TensorBoard event file from a metrics.jsonl, at fixed times",
+     "Line k (0-based) of METRICS is written at wall time 1700000000 + k + 0.25, after the\n"
+     "file_version record at 1700000000, so that the bytes are always the same.", cat_opts, "file"},
+    {"tfevents-cat", "FILE", "the scalars of a TensorBoard event file, one per line",
+     "Prints \"step TAG VALUE\" (VALUE as %.9g of the float) for every scalar, after checking\n"
+     "the framing and both masked CRC-32C of every record; the first record must be the\n"
+     "file_version \"brain.Event:2\".", NULL, "file"},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-testtool", "test helper for the tupe test suite", cmds, NULL};
+
+static int tfevents(tupe_cli *c, const char *out)
+{
+    if (c->nargs != 1 || !out)
+        return tupe_cli_usage(c, "expected METRICS and -o FILE");
+    tupe_err e;
+    char *buf;
+    size_t len;
+    tupe_tfevents *w = NULL;
+    if (tupe_read_file(c->args[0], &buf, &len, (size_t)1 << 30, &e))
+        return tupe_cli_error(c, &e);
+    int rc = tupe_tfevents_open(&w, out, 1700000000.0, &e);
+    double k = 0;
+    for (char *p = buf, *nl; !rc && (nl = memchr(p, '\n', len - (size_t)(p - buf))); p = nl + 1, k++) {
+        *nl = 0;
+        rc = tupe_tfevents_json(w, p, 1700000000.0 + k + 0.25, &e);
+    }
+    tupe_err ce;
+    if (tupe_tfevents_close(w, &ce) && !rc) {
+        e = ce;
+        rc = e.code;
+    }
+    free(buf);
+    return rc ? tupe_cli_error(c, &e) : 0;
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int tfevents_cat(tupe_cli *c)
+{
+    if (c->nargs != 1)
+        return tupe_cli_usage(c, "expected FILE");
+    tupe_err e;
+    char *buf;
+    size_t len, at = 0, k = 0;
+    if (tupe_read_file(c->args[0], &buf, &len, (size_t)1 << 30, &e))
+        return tupe_cli_error(c, &e);
+    const uint8_t *b = (const uint8_t *)buf;
+    const char *bad = NULL;
+    for (; at < len && !bad; k++) {
+        if (len - at < 12 || get_le(b + at + 8, 4) != tupe_crc32c_masked(b + at, 8)) {
+            bad = "bad record header";
+            break;
+        }
+        uint64_t n = get_le(b + at, 8);
+        if (len - at - 12 < n + 4 || get_le(b + at + 12 + n, 4) != tupe_crc32c_masked(b + at + 12, n)) {
+            bad = "bad record data";
+            break;
+        }
+        Tensorboard__Event *ev = tensorboard__event__unpack(NULL, n, b + at + 12);
+        if (!ev) {
+            bad = "not an Event";
+            break;
+        }
+        if (k == 0 && (ev->what_case != TENSORBOARD__EVENT__WHAT_FILE_VERSION ||
+                       strcmp(ev->file_version, "brain.Event:2") != 0))
+            bad = "no file_version record first";
+        if (ev->what_case == TENSORBOARD__EVENT__WHAT_SUMMARY)
+            for (size_t i = 0; i < ev->summary->n_value; i++)
+                printf("%lld %s %.9g\n", (long long)ev->step, ev->summary->value[i]->tag,
+                       (double)ev->summary->value[i]->simple_value);
+        tensorboard__event__free_unpacked(ev, NULL);
+        at += 12 + n + 4;
+    }
+    free(buf);
+    if (bad) {
+        fprintf(stderr, "tupe-testtool: %s: record %zu (byte %zu): %s\n", c->args[0], k, at, bad);
+        return TUPE_EDATA;
+    }
+    return 0;
+}
 
 static int tok_write(tupe_cli *c, const char *out, uint32_t vocab, uint64_t hash)
 {
@@ -295,6 +382,10 @@ int main(int argc, char **argv)
         rc = st_diff(&c);
     else if (strcmp(name, "npy-diff") == 0)
         rc = npy_diff(&c);
+    else if (strcmp(name, "tfevents") == 0)
+        rc = tfevents(&c, out);
+    else if (strcmp(name, "tfevents-cat") == 0)
+        rc = tfevents_cat(&c);
     else {
         if (mem)
             printf("memory %llu\n", (unsigned long long)mem);
