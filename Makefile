@@ -276,7 +276,7 @@ demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion
+# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files). Test: zstd (corpus), man-db/groff (man page checks), bash-completion
 # and zsh (the completions, driven as an interactive shell drives them),
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests); demo:
 # gnuplot-nox (the loss curve, share/tupe/plot-loss.gp);

@@ -17,7 +17,7 @@
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
     O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
-    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION
+    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION, O_TB, O_NO_TB
 };
 
 /* AX (the diagnostic set) has only a test file: completed where it can be used (info, predict). */
@@ -64,7 +64,9 @@ static const tupe_opt submit_opts[] = {
     {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
     {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}, \
     {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"}, \
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"}
+    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"}, \
+    {O_TB, "tensorboard", 0, TUPE_REQARG, "DIR", "TensorBoard event files of the metrics here\n(default: OUTPUT/tensorboard; sweep: DIR/lr-X/seed-N)", "dir"}, \
+    {O_NO_TB, "no-tensorboard", 0, TUPE_NOARG, NULL, "metrics.jsonl only", NULL}
 
 static const tupe_opt train_opts[] = {
     FT_COMMON,
@@ -336,6 +338,8 @@ typedef struct overrides {
     uint64_t seed, max_train, max_dev;
     int cased, have_grid;
     tupe_ft_opts grid;
+    const char *tensorboard;
+    int no_tensorboard;
 } overrides;
 
 int main(int argc, char **argv)
@@ -347,7 +351,7 @@ int main(int argc, char **argv)
                *ckpt = NULL, *vocab = NULL, *arg;
     const char *device = NULL, *precision = NULL;
     int fmt = 0, wnli = 0, recipe = 0, id, rc = 0;
-    overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}};
+    overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}, NULL, 0};
     ov.seed = 1;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         uint64_t u;
@@ -381,6 +385,8 @@ int main(int argc, char **argv)
         case O_EVALS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov.evals); break;
         case O_MAXTRAIN: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_train = u; break;
         case O_MAXDEV: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_dev = u; break;
+        case O_TB: ov.tensorboard = arg; break;
+        case O_NO_TB: ov.no_tensorboard = 1; break;
         }
         if (rc) {
             tupe_cli_end(&c);
@@ -470,6 +476,8 @@ int main(int argc, char **argv)
     if (ov.evals > 0) o.evals_per_epoch = (int)ov.evals;
     o.max_train = (int64_t)ov.max_train;
     o.max_dev = (int64_t)ov.max_dev;
+    o.tensorboard = ov.tensorboard;
+    o.no_tensorboard = ov.no_tensorboard;
     tupe_backend *be = NULL;
     if ((rc = tupe_devicearg_open(&c, device, precision, &be))) {
         tupe_cli_end(&c);

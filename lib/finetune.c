@@ -12,6 +12,7 @@
 #include "config.h"
 #include "fileio.h"
 #include "metrics.h"
+#include "metricslog.h"
 #include "model.h"
 #include "progress.h"
 #include "safetensors.h"
@@ -513,7 +514,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     devsets dev;
     memset(&dev, 0, sizeof dev);
     tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
+    tupe_mlog *mf = NULL;
     size_t *order = NULL;
     int rc;
     if ((rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
@@ -539,10 +540,11 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         goto out;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-    if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
+    char tb[4200];
+    snprintf(tb, sizeof tb, "%s/tensorboard", o->out);
+    if ((rc = tupe_mlog_open(&mf, path, 0, o->no_tensorboard ? NULL : o->tensorboard ? o->tensorboard : tb,
+                             !o->tensorboard, e)))
         goto out;
-    }
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
     int64_t total = spe * o->epochs;
@@ -605,8 +607,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 json_object_set_new(line, "lr", json_real(tupe_lr_at(&sched, step)));
                 json_object_set_new(line, "dev", scores_json(&sc));
                 char *js = json_dumps(line, JSON_COMPACT);
-                fprintf(mf, "%s\n", js);
-                fflush(mf);
+                tupe_mlog_line(mf, js);
                 free(js);
                 json_decref(line);
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
@@ -650,8 +651,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                            "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
-    if (mf)
-        fclose(mf);
+    if (tupe_mlog_close(mf, rc ? &(tupe_err){0} : e) && !rc)
+        rc = e->code;
     free(order);
     tupe_adamw_free(opt);
     dev_free(&dev);
@@ -819,12 +820,17 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     for (int g = 0; g < o->ngrid && !rc; g++) {
         for (int s = 0; s < S && !rc; s++) {
-            char dir[4200];
+            char dir[4200], tbdir[4200];
             tupe_ft_opts r = *o;
             r.lr = o->grid[g];
             r.seed = o->seed + (uint64_t)s;
             r.out = dir;
             snprintf(dir, sizeof dir, "%s/lr-%g/seed-%llu", o->out, r.lr, (unsigned long long)r.seed);
+            if (o->tensorboard) {   /* one TensorBoard run per fine-tuning run */
+                snprintf(tbdir, sizeof tbdir, "%s/lr-%g/seed-%llu", o->tensorboard, r.lr,
+                         (unsigned long long)r.seed);
+                r.tensorboard = tbdir;
+            }
             double sel, sets[2];
             int got = read_results(dir, &r, t, &sel, sets, e);
             if (got > 0) {

@@ -17,6 +17,7 @@
 #include "fault.h"
 #include "fileio.h"
 #include "masking.h"
+#include "metricslog.h"
 #include "model.h"
 #include "progress.h"
 #include "shardread.h"
@@ -593,17 +594,17 @@ static int trim_metrics(const char *path, int64_t step, tupe_err *e)
     return tupe_out_commit(o, e);
 }
 
-static void log_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(FILE *f, const char *fmt, ...)
+static void log_line(tupe_mlog *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(tupe_mlog *m, const char *fmt, ...)
 {
-    if (!f)
+    if (!m)
         return;
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', f);
-    fflush(f);
+    tupe_mlog_line(m, line);
 }
 
 /* ---- training --------------------------------------------------------------------------------- */
@@ -703,7 +704,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     int rc = 0;
     tupe_shardr *rd = NULL;
     tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
+    tupe_mlog *mf = NULL;
     float *host = NULL;
     char resume_from[4096] = "";
     int64_t resume_step = 0;
@@ -817,11 +818,11 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         } else if ((rc = trim_metrics(path, st.step, e))) {
             goto out;
         }
-        mf = fopen(path, "a");
-        if (!mf) {
-            rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
+        char tb[PATH_MAX];
+        snprintf(tb, sizeof tb, "%s/tensorboard", o->out);
+        if ((rc = tupe_mlog_open(&mf, path, 1, o->no_tensorboard ? NULL : o->tensorboard ? o->tensorboard : tb,
+                                 !resume_from[0] && !o->tensorboard, e)))
             goto out;
-        }
     }
 
     tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
@@ -1012,8 +1013,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     }
     res->skipped = st.skipped;
 out:
-    if (mf)
-        fclose(mf);
+    if (tupe_mlog_close(mf, rc ? &(tupe_err){0} : e) && !rc)
+        rc = e->code;
     free(host);
     tupe_adamw_free(opt);
     tupe_shardr_close(rd);

@@ -11,6 +11,7 @@
  * A run directory holds:
  *   config.json                 the model configuration
  *   metrics.jsonl               one JSON object per logged step and per evaluation
+ *   tensorboard/                the same values as TensorBoard event files (metricslog.h)
  *   checkpoints/step-NNNNNNNN/  model.safetensors + optimizer.safetensors (lib/checkpoint.h);
  *                               the training state (step, data position, counters) rides in
  *                               model.safetensors' metadata as "train_state"
@@ -59,6 +60,9 @@ typedef struct tupe_pretrain_opts {
     int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
     int quiet, verbose;
     int prefetch;                /* frames decoded ahead by the shard reader */
+    const char *tensorboard;     /* event files of the metrics (metricslog.h); NULL: the run
+                                    directory's tensorboard/ */
+    int no_tensorboard;          /* metrics.jsonl only */
 } tupe_pretrain_opts;
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */

@@ -136,10 +136,47 @@ static int scalars(tupe_tfevents *w, const char *prefix, json_t *o, int64_t step
     return 0;
 }
 
+/* printf's nan, -nan, inf and -inf (how a C program logs a diverged loss) are not JSON: outside
+ * strings they become null, and so are left out. */
+static char *finite_json(const char *line)
+{
+    size_t n = strlen(line);
+    char *s = malloc(2 * n + 1), *d = s; /* "nan" -> "null" grows by one byte */
+    if (!s)
+        return NULL;
+    int in_str = 0;
+    for (const char *p = line; *p;) {
+        if (in_str) {
+            if (*p == '\\' && p[1])
+                *d++ = *p++;
+            else if (*p == '"')
+                in_str = 0;
+            *d++ = *p++;
+            continue;
+        }
+        const char *q = p + (*p == '-');
+        size_t k = strncmp(q, "nan", 3) == 0 || strncmp(q, "inf", 3) == 0 ? (size_t)(q - p) + 3 : 0;
+        if (k) {
+            memcpy(d, "null", 4);
+            d += 4;
+            p += k;
+            continue;
+        }
+        in_str = *p == '"';
+        *d++ = *p++;
+    }
+    *d = 0;
+    return s;
+}
+
 int tupe_tfevents_json(tupe_tfevents *w, const char *line, double wall, tupe_err *e)
 {
     json_error_t je;
-    json_t *o = json_loads(line, 0, &je);
+    char *clean = finite_json(line);
+    if (!clean)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    json_t *o = json_loads(clean, 0, &je);
+    free(clean);
     json_t *step = json_object_get(o, "step");
     int rc = json_is_integer(step)
                  ? scalars(w, "", o, json_integer_value(step), wall, e)

@@ -28,8 +28,8 @@ const char *tupe_tfevents_path(const tupe_tfevents *w);
 int tupe_tfevents_scalar(tupe_tfevents *w, const char *tag, int64_t step, double value,
                          double wall, tupe_err *e);
 /* Every number of a metrics.jsonl object as a scalar at its "step": keys are tags, nested
- * objects give "outer/inner" (tupe-glue's "dev/accuracy"); strings, booleans, null and
- * arrays are left out. The line must be a JSON object with an integer "step". */
+ * objects give "outer/inner" (tupe-glue's "dev/accuracy"); strings, booleans, null, arrays
+ * and non-finite values (printf's nan and inf, which metrics.jsonl may hold) are left out. The line must be a JSON object with an integer "step". */
 int tupe_tfevents_json(tupe_tfevents *w, const char *line, double wall, tupe_err *e);
 
 /* Seconds since the epoch, for `wall`. */

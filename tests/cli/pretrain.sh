@@ -34,6 +34,16 @@ grep -q '"val_loss"' $T/a/metrics.jsonl
 verdict "the final validation is logged"
 has $T/err "step 24/24  loss" && has $T/err "training sequences of 32 tokens; batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
 verdict "progress lines on stderr"
+$TESTTOOL tfevents $T/a/metrics.jsonl -o $T/a-ref.tfevents && $TESTTOOL tfevents-cat $T/a-ref.tfevents >$T/a-ref.txt
+run $TESTTOOL tfevents-cat $T/a/tensorboard/events.out.tfevents.*
+[ $rc = 0 ] && cmp -s $T/out $T/a-ref.txt && has $T/out "24 loss_bits " && has $T/out "24 val_acc "
+verdict "the values of metrics.jsonl as TensorBoard scalars in tensorboard/"
+run $P train "${common[@]}" -o $T/tb1 --steps 2 --no-tensorboard
+[ $rc = 0 ] && [ ! -e $T/tb1/tensorboard ] && [ -s $T/tb1/metrics.jsonl ]
+verdict "--no-tensorboard: metrics.jsonl only"
+run $P train "${common[@]}" -o $T/tb2 --steps 2 --tensorboard $T/tbdir/run2
+[ $rc = 0 ] && [ ! -e $T/tb2/tensorboard ] && ls $T/tbdir/run2/events.out.tfevents.* >/dev/null
+verdict "--tensorboard DIR: the event files there"
 
 run $P train "${common[@]}" -o $T/a --steps 4
 [ $rc = 73 ] && has $T/err "$T/a already holds a run (checkpoints up to step 24): --resume continues it" && \

@@ -17,4 +17,9 @@ cp $F/$EV $T/bad && printf '\x55' | dd of=$T/bad bs=1 seek=20 conv=notrunc 2>/de
 run $TESTTOOL tfevents-cat $T/bad
 [ $rc = 65 ] && has $T/err "bad record data"
 verdict "a flipped byte breaks the record's masked CRC-32C"
+printf '%s\n' '{"step":3,"loss":nan,"loss_bits":-nan,"lr":0.5,"grad_norm":inf,"note":"nan inf \" nan","x":-inf}' >$T/nan.jsonl
+$TESTTOOL tfevents $T/nan.jsonl -o $T/nan.tfevents
+run $TESTTOOL tfevents-cat $T/nan.tfevents
+[ $rc = 0 ] && [ "$(cat $T/out)" = "3 lr 0.5" ]
+verdict "printf's nan and inf (a diverged loss in metrics.jsonl) are left out, the rest kept"
 exit $_failed
