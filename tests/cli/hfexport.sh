@@ -2,9 +2,9 @@
 # tupe-convert export --to hf of every variant, against what transformers computed from it
 # (tests/reference/make_hf_fixtures.py, run under each transformers version in VERSIONS): the
 # export is the directory transformers read (its files' hashes), tupe's logits equal the ones
-# AutoModelForMaskedLM / AutoModelForSequenceClassification computed on a padded batch, the
-# export imports back bit for bit, and AutoTokenizer's ids on the tokenizer's hard cases are
-# tupe-tokenize's.
+# AutoModelForMaskedLM / AutoModelForSequenceClassification computed on a padded batch, and
+# its attention maps their output_attentions; the export imports back bit for bit, and
+# AutoTokenizer's ids on the tokenizer's hard cases are tupe-tokenize's.
 . "$(dirname "$0")/lib.sh"
 F=$TUPE_SRC/tests/fixtures/hf
 CV=$TUPE_SRC/tests/fixtures/convert
@@ -39,6 +39,13 @@ for f in $F/*.files; do
         run $MT logits -c $F/$case --input $in --expect $F/$case.logits.$v.safetensors --tol 1e-4
         [ $rc = 0 ]
         verdict "$case: tupe's logits are transformers $v's ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+    done
+    tupe-attnviz attn -q -c $F/$case --vocab $CV/vocab.txt -t "w7 w12 w33 w5 w41 w59 w8" \
+        -o $T/fig-$case --npy $T/attn-$case >/dev/null 2>&1
+    for v in $versions; do
+        run $TESTTOOL npy-diff $T/attn-$case/attn.npy $F/$case.attn.$v.npy
+        [ $rc = 0 ] && awk '{ exit !($2 <= 1e-5) }' $T/out
+        verdict "$case: tupe-attnviz's attention maps are transformers $v's output_attentions ($(cut -d' ' -f1,2 $T/out))"
     done
     run $C import --from hf $T/$case-hf -o $T/$case-back
     run $MT diff $F/$case $T/$case-back

@@ -24,6 +24,9 @@ Writes:
                            padded batch; make check compares tupe's logits with them (1e-4)
   tokenizer.CASING.files   sha256 of the export that gave them (a one-layer model over the
                            bert-base-uncased vocabulary, --uncased and --cased)
+  CASE.attn.VERSION.npy    output_attentions [layers, heads, 9, 9] of that version for
+                           "[CLS] w7 w12 w33 w5 w41 w59 w8 [SEP]" (AutoTokenizer's ids):
+                           make check compares `tupe-attnviz attn --npy` with them
   tokenizer.uncased.ids.zst, tokenizer.cased.ids.zst   the ids AutoTokenizer gives, one line
                            per line of ../tokenize/edge.txt.zst (with [CLS] ... [SEP]); every
                            version must give the same ids
@@ -141,6 +144,22 @@ def hf_outputs(hf, ids, lengths, types, labels):
     return logits.numpy()
 
 
+ATTN_TEXT = "w7 w12 w33 w5 w41 w59 w8"
+
+
+def attentions(hf, labels):
+    """output_attentions for [CLS] ATTN_TEXT [SEP] (AutoTokenizer's ids), [layers, heads, T, T]."""
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(hf, trust_remote_code=True)
+    cls = AutoModelForSequenceClassification if labels else AutoModelForMaskedLM
+    m = cls.from_pretrained(hf, trust_remote_code=True, attn_implementation="eager").eval()
+    enc = tok(ATTN_TEXT, return_tensors="pt")
+    assert enc["input_ids"][0].tolist() == [2, 7, 12, 33, 5, 41, 59, 8, 3], enc
+    with torch.no_grad():
+        out = m(**enc, output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).numpy().astype(np.float32)
+
+
 def tokenizer_ids(hf, lines):
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(hf, trust_remote_code=True)
@@ -207,6 +226,7 @@ def main():
                 "-o", mine, stdout=subprocess.DEVNULL)
             worst[name] = float(np.abs(load_file(mine)["logits"].numpy() - logits).max())
             assert worst[name] <= 1e-4, (name, worst[name])
+            np.save(os.path.join(OUT, "%s.attn.%s.npy" % (name, ver)), attentions(hf, labels))
 
         # The tokenizer: a one-layer model over the bert-base-uncased vocabulary.
         lines = zst_text(os.path.join(ROOT, "tests", "fixtures", "tokenize", "edge.txt.zst")).split("\n")
@@ -235,14 +255,15 @@ def main():
 
     import safetensors
     import tokenizers
-    mode = "a" if a.logits_only else "w"
-    with open(os.path.join(OUT, "VERSIONS"), mode) as f:
-        if not a.logits_only:
-            f.write("python %s\ntorch %s\nsafetensors %s\nnumpy %s\n" % (
-                sys.version.split()[0], torch.__version__, safetensors.__version__, np.__version__))
-        f.write("transformers %s (tokenizers %s): max abs logits difference, tupe - transformers: %s\n"
-                % (ver, tokenizers.__version__,
-                   ", ".join("%s %.3g" % (k, v) for k, v in worst.items())))
+    path = os.path.join(OUT, "VERSIONS")
+    keep = [l for l in open(path)] if a.logits_only and os.path.exists(path) else [
+        "python %s\ntorch %s\nsafetensors %s\nnumpy %s\n" % (
+            sys.version.split()[0], torch.__version__, safetensors.__version__, np.__version__)]
+    keep = [l for l in keep if not l.startswith("transformers %s " % ver)]
+    keep.append("transformers %s (tokenizers %s): max abs logits difference, tupe - transformers: %s\n"
+                % (ver, tokenizers.__version__, ", ".join("%s %.3g" % (k, v) for k, v in worst.items())))
+    with open(path, "w") as f:
+        f.writelines(keep)
     print("wrote", OUT, "with transformers", ver, "largest difference %.3g" % max(worst.values()))
 
 
