@@ -194,7 +194,7 @@ $(OBJ)/tests/%.o: $(TOP)/tests/unit/%.c
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) -I$(TOP)/tests/unit $(CFLAGS) -c $< -o $@
 
-$(OBJ)/tools/%.o: $(TOP)/tests/tools/%.c
+$(OBJ)/tools/%.o: $(TOP)/tests/tools/%.c | $(PROTO_GEN)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
