@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "fileio.h"
-#include "npy.h"
-#include "progress.h"
-#include "safetensors.h"
-#include "tokstream.h"
+#include "cli/cli.h"
+#include "base/fileio.h"
+#include "formats/npy.h"
+#include "base/progress.h"
+#include "formats/safetensors.h"
+#include "text/tokstream.h"
 
 enum { O_OUT = 1, O_VOCAB, O_HASH, O_MODE, O_SIZE, O_COUNT };
 
