@@ -8,24 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef TUPE_VERSION
-#define TUPE_VERSION "0.0.0"
-#endif
-
-const char *tupe_version(void) { return TUPE_VERSION; }
-
-const char *tupe_features(void)
-{
-    return "openmp"
-#if defined(TUPE_HAVE_CUDA)
-           " cuda"
-#endif
-#if defined(TUPE_HAVE_MPI)
-           " mpi"
-#endif
-        ;
-}
-
 static const tupe_opt common_opts[] = {
     {TUPE_OPT_QUIET, "quiet", 'q', TUPE_NOARG, NULL, "no progress or informational messages", NULL},
     {TUPE_OPT_VERBOSE, "verbose", 'v', TUPE_NOARG, NULL, "more detail on stderr (repeat for more)", NULL},

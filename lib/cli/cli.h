@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/version.h"
 
 enum tupe_arg { TUPE_NOARG = 0, TUPE_REQARG = 1, TUPE_OPTARG = 2 };
 
@@ -113,9 +114,5 @@ void tupe_cli_completion(const tupe_prog *p, const tupe_cmd *cmd, FILE *fp);
 
 /* Apply --threads (or the default) to OpenMP; returns the thread count in effect. */
 int tupe_threads_apply(int threads);
-
-const char *tupe_version(void);
-/* Compile-time features, e.g. "cuda mpi openmp". */
-const char *tupe_features(void);
 
 #endif

@@ -10,8 +10,8 @@
 
 #include "model/checkpoint.h"
 #include "base/checksum.h"
-#include "cli/cli.h"
 #include "base/fileio.h"
+#include "base/version.h"
 #include "formats/safetensors.h"
 #include "convert/tensorfile.h"
 #include "text/vocab.h"
