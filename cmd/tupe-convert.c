@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "base/dtype.h"
+#include "cli/cli.h"
 #include "convert/fairseq.h"
 #include "convert/hfbert.h"
 #include "convert/tensorfile.h"

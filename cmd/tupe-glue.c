@@ -7,10 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend/backend.h"
+#include "base/fileio.h"
 #include "cli/cli.h"
 #include "cli/devicearg.h"
-#include "base/fileio.h"
-#include "backend/backend.h"
 #include "glue/finetune.h"
 #include "glue/glue.h"
 

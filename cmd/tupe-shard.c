@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include "base/checksum.h"
-#include "cli/cli.h"
 #include "base/fileio.h"
+#include "base/progress.h"
+#include "cli/cli.h"
 #include "data/megatron.h"
 #include "data/pack.h"
-#include "base/progress.h"
 #include "data/shard.h"
 #include "data/shardbuild.h"
 #include "data/shardread.h"

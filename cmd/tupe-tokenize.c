@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "base/checksum.h"
-#include "cli/cli.h"
-#include "text/corpus.h"
 #include "base/fileio.h"
 #include "base/progress.h"
+#include "cli/cli.h"
+#include "text/corpus.h"
 #include "text/tokenizer.h"
 #include "text/tokstream.h"
 #include "text/vocabtrain.h"

@@ -38,9 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/pointwise.h"
 #include "base/dtype.h"
 #include "base/error.h"
-#include "backend/pointwise.h"
 
 typedef struct tupe_dev tupe_dev;   /* device memory (never dereferenced outside a backend) */
 

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/checkpoint.h"
 #include "convert/tensorfile.h"
+#include "model/checkpoint.h"
 
 typedef struct fs_ctx {
     const tupe_fairseq_opts *o;

@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/checkpoint.h"
 #include "base/checksum.h"
 #include "base/fileio.h"
 #include "base/version.h"
-#include "formats/safetensors.h"
 #include "convert/tensorfile.h"
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
 #include "text/vocab.h"
 
 #define HF_MODEL "model.safetensors"

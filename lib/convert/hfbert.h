@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
 #include "base/error.h"
 #include "convert/import.h"
+#include "model/config.h"
 
 /* Our parameter name -> the Hugging Face name. 0, or -1 for a name without a mapping. */
 int tupe_hf_name(const char *ours, char *hf, size_t cap);

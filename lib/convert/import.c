@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
-#include "model/checkpoint.h"
 #include "base/checksum.h"
 #include "base/fileio.h"
+#include "model/checkpoint.h"
 
 typedef struct entry {
     char *name;                 /* current name */

@@ -16,11 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
 #include "base/error.h"
+#include "formats/safetensors.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "model/params.h"
-#include "formats/safetensors.h"
 
 /* A remark for the user (cmd/ prints it): level 0 always (unless -q), level 1 with -v. */
 typedef void (*tupe_note_fn)(void *ctx, int level, const char *msg);

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include "base/checksum.h"
-#include "data/extshuffle.h"
 #include "base/fileio.h"
+#include "base/philox.h"
+#include "base/progress.h"
+#include "data/extshuffle.h"
 #include "data/framepool.h"
 #include "data/megatron.h"
 #include "data/pack.h"
-#include "base/philox.h"
-#include "base/progress.h"
 #include "data/tokqueue.h"
 #include "text/tokstream.h"
 

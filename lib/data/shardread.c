@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "base/checksum.h"
+#include "base/rng.h"
 #include "data/megatron.h"
 #include "data/pack.h"
-#include "base/rng.h"
 
 void tupe_shardr_opts_init(tupe_shardr_opts *o)
 {

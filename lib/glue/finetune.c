@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
 #include "base/checksum.h"
-#include "model/config.h"
 #include "base/fileio.h"
-#include "glue/metrics.h"
-#include "model/model.h"
 #include "base/progress.h"
-#include "formats/safetensors.h"
 #include "base/rng.h"
+#include "formats/safetensors.h"
+#include "glue/metrics.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/model.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 

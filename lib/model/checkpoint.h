@@ -13,8 +13,8 @@
 #ifndef TUPE_CHECKPOINT_H
 #define TUPE_CHECKPOINT_H
 
-#include "model/config.h"
 #include "base/error.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "model/optim.h"
 

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "model/config.h"
 #include "base/error.h"
+#include "model/config.h"
 #include "model/params.h"
 
 typedef struct tupe_model tupe_model;

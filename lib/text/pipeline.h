@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "text/corpus.h"
 #include "base/error.h"
+#include "text/corpus.h"
 
 typedef struct tupe_job {
     tupe_chunk chunk;

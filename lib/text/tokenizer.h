@@ -15,11 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/bpe.h"
-#include "text/corpus.h"
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/grow.h"
+#include "text/bpe.h"
+#include "text/corpus.h"
 #include "text/pretok.h"
 #include "text/tokstream.h"
 #include "text/vocab.h"

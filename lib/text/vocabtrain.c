@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/bpe.h"
 #include "base/fileio.h"
 #include "base/grow.h"
+#include "base/progress.h"
+#include "text/bpe.h"
 #include "text/merges.h"
 #include "text/pipeline.h"
 #include "text/pretok.h"
-#include "base/progress.h"
 
 #define COUNT_CHUNK ((size_t)1 << 20)
 

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/corpus.h"
 #include "base/error.h"
+#include "text/corpus.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 #include "text/wordcount.h"

@@ -12,14 +12,14 @@
 #include <unistd.h>
 
 #include "backend/backend_cuda.h"
-#include "model/checkpoint.h"
 #include "base/checksum.h"
 #include "base/fault.h"
 #include "base/fileio.h"
-#include "train/masking.h"
-#include "model/model.h"
 #include "base/progress.h"
 #include "data/shardread.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "train/masking.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {

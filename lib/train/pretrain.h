@@ -23,10 +23,10 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "train/comm.h"
-#include "model/config.h"
 #include "base/error.h"
+#include "model/config.h"
 #include "model/optim.h"
+#include "train/comm.h"
 
 #define TUPE_PRETRAIN_MAX_KEEP 64
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "viz/colormap.h"
 #include "base/fileio.h"
+#include "viz/colormap.h"
 
 /* Layout constants, in pixels. */
 #define FONT "DejaVu Sans"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
 #include "base/checksum.h"
+#include "model/checkpoint.h"
 #include "model/params.h"
 
 int tupe_inspect_open(tupe_inspect *in, const char *path, int threads, int seq, tupe_err *e)

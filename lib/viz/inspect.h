@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "model/config.h"
 #include "base/error.h"
+#include "model/config.h"
 #include "model/model.h"
 
 typedef struct tupe_inspect {

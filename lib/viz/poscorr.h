@@ -19,8 +19,8 @@
 
 #include <stddef.h>
 
-#include "model/config.h"
 #include "base/error.h"
+#include "model/config.h"
 #include "viz/inspect.h"
 
 typedef struct tupe_poscorr {

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "viz/colormap.h"
 #include "base/fileio.h"
-#include "viz/heatmap.h"
 #include "formats/npy.h"
+#include "viz/colormap.h"
+#include "viz/heatmap.h"
 
 struct tupe_vizset {
     tupe_vizopts o;

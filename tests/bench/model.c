@@ -17,11 +17,11 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "base/progress.h"
+#include "base/rng.h"
 #include "cli/cli.h"
 #include "model/model.h"
 #include "model/optim.h"
-#include "base/progress.h"
-#include "base/rng.h"
 
 void openblas_set_num_threads(int num_threads);
 

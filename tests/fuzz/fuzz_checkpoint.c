@@ -12,12 +12,12 @@
 
 #include "backend/backend.h"
 #include "base/byteorder.h"
-#include "model/checkpoint.h"
 #include "base/fileio.h"
+#include "model/checkpoint.h"
 #include "fuzz.h"
+#include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/optim.h"
-#include "formats/safetensors.h"
 
 #define MAX_PARAMS (1u << 18)
 

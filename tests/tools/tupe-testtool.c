@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "base/fileio.h"
-#include "formats/npy.h"
 #include "base/progress.h"
+#include "cli/cli.h"
+#include "formats/npy.h"
 #include "formats/safetensors.h"
 #include "text/tokstream.h"
 

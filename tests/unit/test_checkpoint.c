@@ -2,9 +2,9 @@
  * training that continues identically after a reload, and refusal of corrupt or mismatched
  * checkpoints with the tensor named. */
 #include "backend/backend.h"
-#include "model/checkpoint.h"
 #include "base/fileio.h"
 #include "formats/safetensors.h"
+#include "model/checkpoint.h"
 #include "unit.h"
 
 static tupe_backend *be;

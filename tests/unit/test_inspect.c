@@ -6,9 +6,9 @@
  * model's probabilities. Parameters are random, LayerNorm and biases included, so no term is
  * trivially zero. (The numpy fixtures are compared end to end in tests/cli/attnviz.sh.) */
 #include "model/checkpoint.h"
+#include "model/params.h"
 #include "viz/decomp.h"
 #include "viz/inspect.h"
-#include "model/params.h"
 #include "viz/poscorr.h"
 #include "unit.h"
 

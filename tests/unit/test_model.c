@@ -3,8 +3,8 @@
  * bert-base against the spec's arithmetic; dropout's rate and its independence from the thread
  * count; batch validation. */
 #include "backend/backend.h"
-#include "model/model.h"
 #include "base/rng.h"
+#include "model/model.h"
 #include "unit.h"
 
 static tupe_backend *backend(int threads)

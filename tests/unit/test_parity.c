@@ -6,9 +6,9 @@
 #include <jansson.h>
 
 #include "backend/backend.h"
+#include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/optim.h"
-#include "formats/safetensors.h"
 #include "unit.h"
 
 static char fixture[4096];

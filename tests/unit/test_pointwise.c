@@ -1,8 +1,8 @@
 /* The per-element math shared with the GPU: the vectorizable exp and erf against libm, GELU
  * and its derivative against the double-precision forms, and the loop-free dropout Philox
  * against philox.h's generator. */
-#include "base/philox.h"
 #include "backend/pointwise.h"
+#include "base/philox.h"
 #include "base/rng.h"
 #include "unit.h"
 

@@ -1,8 +1,8 @@
 /* Normalization and pre-tokenization: the fast path against the step-by-step reference on
  * random text from every script, in every option combination; the BERT rules on examples;
  * invalid UTF-8 under each policy. (Agreement with Hugging Face itself is the parity test.) */
-#include "text/pretok.h"
 #include "base/rng.h"
+#include "text/pretok.h"
 #include "text/unicode.h"
 #include "unit.h"
 

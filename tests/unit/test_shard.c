@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "base/checksum.h"
+#include "base/rng.h"
 #include "data/megatron.h"
 #include "data/pack.h"
-#include "base/rng.h"
 #include "data/shard.h"
 #include "data/shardbuild.h"
 #include "data/shardread.h"

@@ -3,10 +3,10 @@
  * the matrix values at sampled cells, with figure-wide and per-panel limits, for the signed
  * (coolwarm, symmetric limits) and probability (viridis, [0, max]) maps of a trained TUPE-R
  * checkpoint; the single-file mode; the .npy files and meta.json. */
+#include "formats/npy.h"
 #include "viz/colormap.h"
 #include "viz/heatmap.h"
 #include "viz/inspect.h"
-#include "formats/npy.h"
 #include "viz/poscorr.h"
 #include "unit.h"
 #include "viz/vizset.h"
