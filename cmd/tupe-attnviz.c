@@ -1,18 +1,18 @@
 /* tupe-attnviz: what the positions learned. The content-free positional terms of TUPE and
- * relative-bias models (lib/poscorr.c), attention maps of real input (lib/inspect.c), and the
- * word/position decomposition of an absolute-position BERT (lib/decomp.c), drawn and saved by
- * lib/vizset.c. */
+ * relative-bias models (lib/viz/poscorr.c), attention maps of real input (lib/viz/inspect.c),
+ * and the word/position decomposition of an absolute-position BERT (lib/viz/decomp.c), drawn
+ * and saved by lib/viz/vizset.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "colormap.h"
-#include "decomp.h"
-#include "inspect.h"
-#include "poscorr.h"
-#include "seqinput.h"
-#include "vizset.h"
+#include "cli/cli.h"
+#include "viz/colormap.h"
+#include "viz/decomp.h"
+#include "viz/inspect.h"
+#include "viz/poscorr.h"
+#include "viz/seqinput.h"
+#include "viz/vizset.h"
 
 enum {
     O_CKPT = 1, O_OUT, O_FORMAT, O_NPY, O_TERM, O_HEADS, O_SCALE, O_CELL, O_MAXPOS, O_VIEW,

@@ -1,16 +1,16 @@
 /* tupe-convert: checkpoints in and out of the formats the field uses: Hugging Face BERT
  * directories, the authors' fairseq TUPE checkpoints, other precisions, NumPy .npy files.
- * The conversions live in lib/hfbert.c, lib/fairseq.c, lib/tensorfile.c and lib/import.c. */
+ * The conversions live in lib/convert/: hfbert.c, fairseq.c, tensorfile.c and import.c. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "dtype.h"
-#include "fairseq.h"
-#include "hfbert.h"
-#include "tensorfile.h"
+#include "base/dtype.h"
+#include "cli/cli.h"
+#include "convert/fairseq.h"
+#include "convert/hfbert.h"
+#include "convert/tensorfile.h"
 
 enum { O_FORMAT = 1, O_TO, O_FROM, O_OUT, O_VOCAB, O_DTYPE, O_CASED, O_UNCASED, O_SEED, O_HEADS,
        O_HEAD, O_TENSOR, O_RAWBF16 };

@@ -1,5 +1,5 @@
 /* tupe-glue: GLUE tasks: inspect the data, fine-tune and evaluate, score predictions, and
- * build a leaderboard submission. The algorithms live in lib/glue.c and lib/metrics.c. */
+ * build a leaderboard submission. The algorithms live in lib/glue/glue.c and lib/glue/metrics.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,12 +7,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli.h"
-#include "devicearg.h"
-#include "fileio.h"
-#include "backend.h"
-#include "finetune.h"
-#include "glue.h"
+#include "backend/backend.h"
+#include "base/fileio.h"
+#include "cli/cli.h"
+#include "cli/devicearg.h"
+#include "glue/finetune.h"
+#include "glue/glue.h"
 
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "cli.h"
-#include "devicearg.h"
-#include "comm.h"
-#include "pretrain.h"
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "cli/devicearg.h"
+#include "train/comm.h"
+#include "train/pretrain.h"
 
 enum {
     O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,

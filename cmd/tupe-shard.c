@@ -7,17 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checksum.h"
-#include "cli.h"
-#include "fileio.h"
-#include "megatron.h"
-#include "pack.h"
-#include "progress.h"
-#include "shard.h"
-#include "shardbuild.h"
-#include "shardread.h"
-#include "tokstream.h"
-#include "vocab.h"
+#include "base/checksum.h"
+#include "base/fileio.h"
+#include "base/progress.h"
+#include "cli/cli.h"
+#include "data/megatron.h"
+#include "data/pack.h"
+#include "data/shard.h"
+#include "data/shardbuild.h"
+#include "data/shardread.h"
+#include "text/tokstream.h"
+#include "text/vocab.h"
 
 enum {
     O_OUT = 1, O_SEQLEN, O_BREAK, O_SEED, O_NOSHUF, O_VFRAC, O_VSEQ, O_SHARDS, O_VSHARDS,

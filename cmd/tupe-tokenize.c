@@ -5,14 +5,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checksum.h"
-#include "cli.h"
-#include "corpus.h"
-#include "fileio.h"
-#include "progress.h"
-#include "tokenizer.h"
-#include "tokstream.h"
-#include "vocabtrain.h"
+#include "base/checksum.h"
+#include "base/fileio.h"
+#include "base/progress.h"
+#include "cli/cli.h"
+#include "text/corpus.h"
+#include "text/tokenizer.h"
+#include "text/tokstream.h"
+#include "text/vocabtrain.h"
 
 enum {
     O_OUT = 1, O_VOCAB, O_FORMAT, O_DOCS, O_KEEP_TITLE, O_ADD_SPECIAL, O_LINE_SEP, O_MAX_CHARS,

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "cli.h"
-#include "import.h"
-#include "rng.h"
-#include "safetensors.h"
+#include "base/rng.h"
+#include "cli/cli.h"
+#include "convert/import.h"
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
 
 enum { O_MODEL = 1, O_POSITION, O_TIE, O_VOCAB, O_LABELS, O_TYPES, O_SEED, O_OUT, O_STATE,
        O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL };

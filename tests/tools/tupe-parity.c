@@ -7,8 +7,8 @@
  * comparison fails, 2 on a usage or setup error.
  *
  *   tupe-parity ops   --ref cpu --dev cuda [--small] [--only GROUP]
- *                     every operation of lib/backend.h (GROUP: memory, gemm, linear, act, ln,
- *                     embed, attn, pos, heads, adamw)
+ *                     every operation of lib/backend/backend.h (GROUP: memory, gemm, linear,
+ *                     act, ln, embed, attn, pos, heads, adamw)
  *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
  *                     one training step: loss, logits, gradient norm, every parameter gradient
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
@@ -26,10 +26,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "config.h"
-#include "model.h"
-#include "optim.h"
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/optim.h"
 
 /* ---- pseudo-random inputs --------------------------------------------------------------- */
 

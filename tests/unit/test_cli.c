@@ -1,6 +1,6 @@
 /* Option values and the option table machinery (the programs' own behaviour is tested by
  * tests/cli/ shell scripts). */
-#include "cli.h"
+#include "cli/cli.h"
 #include "unit.h"
 
 static void numbers(void)

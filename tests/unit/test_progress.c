@@ -1,7 +1,7 @@
 /* Progress: plain lines when not a terminal, nothing under -q, a bar when forced. */
 #include <unistd.h>
 
-#include "progress.h"
+#include "base/progress.h"
 #include "unit.h"
 
 static char *capture(int mode, uint64_t total, int steps, const char *unit)

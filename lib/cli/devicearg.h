@@ -1,0 +1,19 @@
+/* The programs' --device and --precision options (tupe-pretrain, tupe-glue): parsing, and
+ * opening the backend they name with the one-line notice of a CPU fallback. */
+#ifndef TUPE_DEVICEARG_H
+#define TUPE_DEVICEARG_H
+
+#include "backend/backend.h"
+#include "cli/cli.h"
+
+/* --device auto|cpu|cuda: *device becomes the name (left NULL when the option is absent, which
+ * tupe_backend_open reads as $TUPE_DEVICE or auto). Usage error otherwise. */
+int tupe_devicearg_device(tupe_cli *c, const char *arg, const char **device);
+/* --precision fp32|bf16. */
+int tupe_devicearg_precision(tupe_cli *c, const char *arg, const char **precision);
+/* The backend for them, on the GPU of this process's local rank; errors printed, status
+ * returned. */
+int tupe_devicearg_open(tupe_cli *c, const char *device, const char *precision,
+                        tupe_backend **be);
+
+#endif

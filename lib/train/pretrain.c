@@ -1,0 +1,1060 @@
+#include "train/pretrain.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend_cuda.h"
+#include "base/checksum.h"
+#include "base/fault.h"
+#include "base/fileio.h"
+#include "base/progress.h"
+#include "data/shardread.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "train/masking.h"
+#include "train/metricslog.h"
+
+void tupe_pretrain_defaults(tupe_pretrain_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = NULL; /* bert-base, or the configuration of --checkpoint */
+    o->untie_cls = -1;
+    o->dropout = o->attention_dropout = -1;
+    o->steps = 1000000;
+    o->warmup = 10000;
+    o->batch = 256;
+    o->lr = 1e-4;
+    o->end_lr = 0;
+    o->power = 1;
+    tupe_adamw_defaults(&o->adam);
+    o->seed = 1;
+    o->mask_prob = 0.15;
+    o->mask_frac = 0.8;
+    o->random_frac = 0.1;
+    o->log_every = 100;
+    o->eval_every = 10000;
+    o->save_every = 10000;
+    o->keep_last = 3;
+    o->prefetch = 2;
+}
+
+/* ---- checkpoints of a run ----------------------------------------------------------------- */
+
+static int64_t step_of(const char *name)
+{
+    if (strncmp(name, "step-", 5) != 0)
+        return -1;
+    char *end;
+    long long v = strtoll(name + 5, &end, 10);
+    return *end || v < 0 ? -1 : v;
+}
+
+/* Steps of the complete checkpoints of a run, ascending. */
+static int list_checkpoints(const char *run_dir, int64_t **steps, size_t *n, tupe_err *e)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        /* none; a file in the way of the run directory is reported when it is created */
+        return errno == ENOENT || errno == ENOTDIR ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int64_t s = step_of(de->d_name);
+        if (s < 0)
+            continue; /* ".step-….tmp.…" leftovers of a killed run are not checkpoints */
+        char model[4400];
+        snprintf(model, sizeof model, "%s/%s/%s", dir, de->d_name, TUPE_CKPT_MODEL_FILE);
+        if (!tupe_path_exists(model))
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            int64_t *ns = realloc(*steps, cap * sizeof *ns);
+            if (!ns) {
+                closedir(d);
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            }
+            *steps = ns;
+        }
+        (*steps)[(*n)++] = s;
+    }
+    closedir(d);
+    for (size_t i = 1; i < *n; i++) /* insertion sort: a handful of entries */
+        for (size_t j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
+            int64_t t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    return 0;
+}
+
+static void ckpt_path(char *dst, size_t cap, const char *run_dir, int64_t step)
+{
+    snprintf(dst, cap, "%s/checkpoints/step-%08lld", run_dir, (long long)step);
+}
+
+int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e)
+{
+    int64_t *steps;
+    size_t n;
+    int rc = list_checkpoints(run_dir, &steps, &n, e);
+    if (rc)
+        return rc;
+    *step = n ? steps[n - 1] : 0;
+    if (n)
+        ckpt_path(path, cap, run_dir, *step);
+    else if (cap)
+        path[0] = 0;
+    free(steps);
+    return 0;
+}
+
+static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
+{
+    for (int k = 0; k < o->n_keep_steps; k++)
+        if (o->keep_steps[k] == step)
+            return 1;
+    return 0;
+}
+
+/* Remove the temporary checkpoint directories (".step-….tmp.…") that a run killed while
+ * saving left behind: each is as large as a checkpoint. Called after a save, when this
+ * process has none of its own. */
+static void remove_leftovers(const char *run_dir)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".step-", 6) != 0 || !strstr(de->d_name, ".tmp."))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        tupe_remove_tree(p);
+    }
+    closedir(d);
+}
+
+/* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
+static void prune(const tupe_pretrain_opts *o)
+{
+    int64_t *steps;
+    size_t n;
+    tupe_err e;
+    remove_leftovers(o->out);
+    if (list_checkpoints(o->out, &steps, &n, &e))
+        return;
+    for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {
+        if (is_keep_step(o, steps[i]))
+            continue;
+        char p[4096];
+        ckpt_path(p, sizeof p, o->out, steps[i]);
+        tupe_remove_tree(p);
+    }
+    free(steps);
+}
+
+/* An existing -o must be a run directory (or empty): its config.json and metrics.jsonl are
+ * rewritten, and those of something else (a Hugging Face model, say) must not be. */
+static int check_run_dir(const char *dir, tupe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* missing (created later), or not a directory (reported when created) */
+    struct dirent *de;
+    int others = 0, run = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        if (strcmp(n, "checkpoints") == 0 || strcmp(n, "metrics.jsonl") == 0)
+            run = 1;
+        else
+            others = 1;
+    }
+    closedir(d);
+    if (others && !run)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no checkpoints/ "
+                         "or metrics.jsonl): not written into (choose another -o)", dir);
+    return 0;
+}
+
+/* ---- state shared by training and evaluation ------------------------------------------------ */
+
+typedef struct run {
+    const tupe_pretrain_opts *o;
+    tupe_comm *comm;
+    int rank, world;
+    tupe_model *m;
+    tupe_config cfg;
+    const tupe_shard_meta *meta;
+    uint32_t seq_len;
+    int mb;                      /* sequences per forward pass */
+    tupe_mask_cfg mask;
+    int32_t *rand_ids;
+    /* the sequences of one step on this rank (row i = sequence i) */
+    int32_t *ids, *lengths, *mcount, *mpos, *mlab;
+    /* one micro-batch, packed for the model */
+    int32_t *b_ids, *b_pos, *b_lab;
+    uint32_t *seq;
+    int nccl;                    /* gradients all-reduced by NCCL: 0 not yet decided, 1, -1 */
+} run;
+
+static int alloc_buffers(run *r, int nseq, tupe_err *e)
+{
+    size_t n = (size_t)nseq * r->seq_len, nb = (size_t)r->mb * r->seq_len;
+    r->ids = malloc(n * sizeof *r->ids);
+    r->mpos = malloc(n * sizeof *r->mpos);
+    r->mlab = malloc(n * sizeof *r->mlab);
+    r->lengths = malloc((size_t)nseq * sizeof *r->lengths);
+    r->mcount = malloc((size_t)nseq * sizeof *r->mcount);
+    r->b_ids = malloc(nb * sizeof *r->b_ids);
+    r->b_pos = malloc(nb * sizeof *r->b_pos);
+    r->b_lab = malloc(nb * sizeof *r->b_lab);
+    r->seq = malloc(r->seq_len * sizeof *r->seq);
+    if (!r->ids || !r->mpos || !r->mlab || !r->lengths || !r->mcount || !r->b_ids || !r->b_pos ||
+        !r->b_lab || !r->seq)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    return 0;
+}
+
+static void free_run(run *r)
+{
+    free(r->ids), free(r->mpos), free(r->mlab), free(r->lengths), free(r->mcount);
+    free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->seq), free(r->rand_ids);
+    tupe_model_free(r->m);
+    r->m = NULL;
+}
+
+/* Random replacement tokens: every id but the special ones. */
+static int mask_setup(run *r, tupe_err *e)
+{
+    const int32_t *sp = r->meta->special;
+    if (sp[TUPE_SP_MASK] < 0)
+        return tupe_fail(e, TUPE_EDATA, "%s: the shards record no [MASK] id (the vocabulary has "
+                         "no mask token)", r->o->data);
+    uint32_t V = r->meta->vocab_size;
+    r->rand_ids = malloc(V * sizeof *r->rand_ids);
+    if (!r->rand_ids)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    size_t n = 0;
+    for (uint32_t i = 0; i < V; i++) {
+        int special = 0;
+        for (int k = 0; k < TUPE_SP_COUNT; k++)
+            special |= sp[k] == (int32_t)i;
+        if (!special)
+            r->rand_ids[n++] = (int32_t)i;
+    }
+    tupe_mask_cfg mc = {r->o->seed, r->o->mask_prob, r->o->mask_frac, r->o->random_frac,
+                        sp[TUPE_SP_MASK], r->rand_ids, n};
+    r->mask = mc;
+    return 0;
+}
+
+/* Read and mask up to `count` sequences of this rank (row i = sequence i). Returns how many
+ * were read (fewer only at the end of the split), or -1. */
+static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64_t *masked,
+                       int64_t *tokens, tupe_err *e)
+{
+    int got = 0;
+    for (int i = 0; i < count; i++) {
+        uint32_t len;
+        uint64_t index;
+        int rc = tupe_shardr_next(rd, r->seq, &len, &index, e);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            break;
+        int32_t *row = r->ids + (size_t)i * r->seq_len;
+        for (uint32_t t = 0; t < r->seq_len; t++)
+            row[t] = (int32_t)r->seq[t];
+        r->lengths[i] = (int32_t)len;
+        r->mcount[i] = tupe_mask_sample(&r->mask, epoch, index, row, (int)len,
+                                        r->mpos + (size_t)i * r->seq_len,
+                                        r->mlab + (size_t)i * r->seq_len);
+        *masked += r->mcount[i];
+        *tokens += len;
+        got++;
+    }
+    return got;
+}
+
+/* Pack rows [first, first + n) into a model batch padded to the longest of them. */
+static void make_batch(run *r, int first, int n, tupe_batch *b)
+{
+    int T = 1;
+    for (int i = 0; i < n; i++)
+        T = r->lengths[first + i] > T ? r->lengths[first + i] : T;
+    int M = 0;
+    for (int i = 0; i < n; i++) {
+        const int32_t *src = r->ids + (size_t)(first + i) * r->seq_len;
+        memcpy(r->b_ids + (size_t)i * (size_t)T, src, (size_t)T * sizeof *src);
+        const int32_t *mp = r->mpos + (size_t)(first + i) * r->seq_len;
+        const int32_t *ml = r->mlab + (size_t)(first + i) * r->seq_len;
+        for (int k = 0; k < r->mcount[first + i]; k++) {
+            r->b_pos[M] = i * T + mp[k];
+            r->b_lab[M++] = ml[k];
+        }
+    }
+    memset(b, 0, sizeof *b);
+    b->B = n;
+    b->T = T;
+    b->ids = r->b_ids;
+    b->lengths = r->lengths + first;
+    b->M = M;
+    b->mask_pos = r->b_pos;
+    b->mask_label = r->b_lab;
+}
+
+static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_err *e)
+{
+    tupe_shardr_opts so;
+    tupe_shardr_opts_init(&so);
+    so.split = split;
+    so.rank = (uint32_t)r->rank;
+    so.world = (uint32_t)r->world;
+    so.shuffle = shuffle;
+    so.seed = r->o->seed;
+    so.prefetch = r->o->prefetch;
+    return tupe_shardr_open(rd, r->o->data, &so, e);
+}
+
+/* Mean loss and accuracy on the validation split with the fixed evaluation masks. */
+static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (r->meta->split[TUPE_SPLIT_VALID].sequences == 0)
+        return 0;
+    tupe_shardr *rd;
+    int rc = open_reader(r, &rd, TUPE_SPLIT_VALID, 0, e);
+    if (rc)
+        return rc;
+    uint64_t n = tupe_shardr_size(rd);
+    if (limit > 0 && (uint64_t)limit < n)
+        n = (uint64_t)limit;
+    /* This rank's positions below n: r, r + W, ... */
+    int64_t mine = n > (uint64_t)r->rank ? (int64_t)((n - (uint64_t)r->rank + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
+    double sums[3] = {0, 0, 0}; /* loss, correct, masked */
+    uint64_t seqs = 0;
+    for (int64_t done = 0; done < mine;) {
+        int want = (int)(mine - done < r->mb ? mine - done : r->mb);
+        int64_t masked = 0, tokens = 0;
+        int got = read_masked(r, rd, TUPE_MASK_EVAL_EPOCH, want, &masked, &tokens, e);
+        if (got < 0) {
+            tupe_shardr_close(rd);
+            return e->code;
+        }
+        if (got == 0)
+            break;
+        tupe_batch b;
+        make_batch(r, 0, got, &b);
+        if (b.M > 0) {
+            tupe_fwd_out out;
+            if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e))) {
+                tupe_shardr_close(rd);
+                return rc;
+            }
+            sums[0] += out.loss_sum;
+            sums[1] += (double)out.correct;
+            sums[2] += (double)out.count;
+        }
+        seqs += (uint64_t)got;
+        done += got;
+    }
+    tupe_shardr_close(rd);
+    if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 3, e)) ||
+        (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)))
+        return rc;
+    res->masked = (int64_t)sums[2];
+    res->sequences = (int64_t)seqs;
+    res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
+    res->acc = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    return 0;
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+/* --position and --tie-cls / --untie-cls. */
+static int apply_variant(const tupe_pretrain_opts *o, tupe_config *c, tupe_err *e)
+{
+    if (o->position) {
+        int p = tupe_position_parse(o->position);
+        if (p < 0)
+            return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
+        c->position = p;
+    }
+    if (o->untie_cls >= 0)
+        c->untie_cls = o->untie_cls;
+    return 0;
+}
+
+/* The configuration of the resumed or evaluated checkpoint `ckpt`; else --model; else that of
+ * the --checkpoint the weights come from; else bert-base. */
+static int resolve_config(run *r, const char *ckpt, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = r->o;
+    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e)
+             : !o->model && o->init ? tupe_ckpt_config(o->init, &r->cfg, e)
+             : tupe_config_load(&r->cfg, o->model ? o->model : "bert-base", e);
+    if (rc)
+        return rc;
+    if (ckpt && r->cfg.num_labels > 0) /* a tupe-glue checkpoint: its head replaced the MLM head */
+        return tupe_fail(e, TUPE_EDATA, "%s is a fine-tuned classifier (%d labels): it has no "
+                         "masked-LM head", ckpt, r->cfg.num_labels);
+    if (!ckpt) {
+        if ((rc = apply_variant(o, &r->cfg, e)))
+            return rc;
+        r->cfg.num_labels = 0;
+    } else if (o->model || o->position || o->untie_cls >= 0) {
+        /* --resume continues the run's own model: options that ask for another are refused
+         * rather than ignored. */
+        tupe_config want = r->cfg;
+        char field[64];
+        if ((o->model && (rc = tupe_config_load(&want, o->model, e))) || (rc = apply_variant(o, &want, e)))
+            return rc;
+        if (want.vocab_size == 0)
+            want.vocab_size = r->cfg.vocab_size;
+        if (!tupe_config_same_encoder(&want, &r->cfg, field, sizeof field)) {
+            if (strcmp(field, "position") == 0)
+                return tupe_fail(e, TUPE_EUSAGE, "%s is a %s model, not %s: --resume continues the "
+                                 "run's model", ckpt, tupe_position_name(r->cfg.position),
+                                 tupe_position_name(want.position));
+            return tupe_fail(e, TUPE_EUSAGE, "%s: its %s differs from the one --model, --position or "
+                             "--tie-cls ask for: --resume continues the run's model", ckpt, field);
+        }
+    }
+    if (o->untie_cls >= 0 && !tupe_cfg_tupe(&r->cfg))
+        return tupe_fail(e, TUPE_EUSAGE, "--%s applies to tupe-a and tupe-r, not to a %s model",
+                         o->untie_cls ? "untie-cls" : "tie-cls", tupe_position_name(r->cfg.position));
+    if (o->dropout >= 0)
+        r->cfg.hidden_dropout = o->dropout;
+    if (o->attention_dropout >= 0)
+        r->cfg.attention_dropout = o->attention_dropout;
+    if (r->cfg.vocab_size == 0)
+        r->cfg.vocab_size = (int)r->meta->vocab_size;
+    if ((uint32_t)r->cfg.vocab_size != r->meta->vocab_size)
+        return tupe_fail(e, TUPE_EDATA, "%s: the shards use a vocabulary of %u tokens, the model %d",
+                         o->data, r->meta->vocab_size, r->cfg.vocab_size);
+    if (r->seq_len > (uint32_t)r->cfg.max_position)
+        return tupe_fail(e, TUPE_EDATA, "%s: sequences of %u tokens, longer than the model's "
+                         "max_position_embeddings (%d)", o->data, r->seq_len, r->cfg.max_position);
+    return tupe_config_check(&r->cfg, 1, e);
+}
+
+/* A checkpoint of tupe-pretrain records the vocabulary of its shards: shards of another
+ * vocabulary of the same size, whose ids mean other tokens, are refused. */
+static int check_vocab_hash(const run *r, const char *ckpt, const char *state, tupe_err *e)
+{
+    json_error_t je;
+    json_t *st = state ? json_loads(state, 0, &je) : NULL;
+    json_t *vh = st ? json_object_get(st, "vocab_hash") : NULL;
+    uint64_t h;
+    int rc = 0;
+    if (json_is_string(vh) && tupe_hash_parse(json_string_value(vh), &h) == 0 && h != 0 &&
+        r->meta->vocab_hash != 0 && h != r->meta->vocab_hash) {
+        char a[22], b[22];
+        tupe_hash_hex(h, a);
+        tupe_hash_hex(r->meta->vocab_hash, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s was trained with another vocabulary (%s) than the shards "
+                       "of %s (%s)", ckpt, a, r->o->data, b);
+    }
+    json_decref(st);
+    return rc;
+}
+
+static int create_model(run *r, tupe_backend *be, tupe_err *e)
+{
+    /* floor(prob * len + u) positions at most per sequence: the logits buffer (masked x
+     * vocabulary) is sized by this bound, not by every position. */
+    int per_seq = (int)floor(r->o->mask_prob * r->seq_len) + 1;
+    if (per_seq > (int)r->seq_len)
+        per_seq = (int)r->seq_len;
+    tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * per_seq};
+    return tupe_model_create(&r->m, &r->cfg, be, &cap, e);
+}
+
+/* ---- the training state stored with a checkpoint ------------------------------------------- */
+
+typedef struct tstate {
+    int64_t step, tokens, skipped;
+    uint64_t data_hash;
+    int batch;
+    double elapsed;
+    int has_seed;                /* read from a checkpoint: whether it recorded its seed */
+    uint64_t seed;
+} tstate;
+
+static char *state_json(const tstate *s, const run *r)
+{
+    json_t *o = json_object();
+    char h[22];
+    tupe_hash_hex(s->data_hash, h);
+    json_object_set_new(o, "step", json_integer(s->step));
+    json_object_set_new(o, "tokens", json_integer(s->tokens));
+    json_object_set_new(o, "skipped_nonfinite", json_integer(s->skipped));
+    json_object_set_new(o, "batch", json_integer(s->batch));
+    json_object_set_new(o, "seed", json_integer((json_int_t)r->o->seed));
+    json_object_set_new(o, "data_hash", json_string(h));
+    /* The vocabulary the model's ids mean: tupe-glue and tupe-convert check it. */
+    tupe_hash_hex(r->meta->vocab_hash, h);
+    json_object_set_new(o, "vocab_hash", json_string(h));
+    json_object_set_new(o, "elapsed_s", json_real(s->elapsed));
+    json_object_set_new(o, "world", json_integer(r->world));
+    char *txt = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return txt;
+}
+
+static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *e)
+{
+    json_error_t je;
+    json_t *o = txt ? json_loads(txt, 0, &je) : NULL;
+    if (!o)
+        return tupe_fail(e, TUPE_EDATA, "%s: no readable training state in the checkpoint", where);
+    json_t *st = json_object_get(o, "step"), *tk = json_object_get(o, "tokens"),
+           *sk = json_object_get(o, "skipped_nonfinite"), *b = json_object_get(o, "batch"),
+           *dh = json_object_get(o, "data_hash"), *el = json_object_get(o, "elapsed_s");
+    int rc = 0;
+    if (!json_is_integer(st) || !json_is_integer(b) || !json_is_string(dh) ||
+        tupe_hash_parse(json_string_value(dh), &s->data_hash))
+        rc = tupe_fail(e, TUPE_EDATA, "%s: malformed training state", where);
+    else {
+        s->step = json_integer_value(st);
+        json_int_t batch = json_integer_value(b);
+        s->batch = batch > 0 && batch <= INT_MAX ? (int)batch : 0;
+        s->tokens = json_is_integer(tk) ? json_integer_value(tk) : 0;
+        s->skipped = json_is_integer(sk) ? json_integer_value(sk) : 0;
+        s->elapsed = json_is_number(el) ? json_number_value(el) : 0;
+        json_t *sd = json_object_get(o, "seed");
+        s->has_seed = json_is_integer(sd);
+        s->seed = s->has_seed ? (uint64_t)json_integer_value(sd) : 0;
+        /* The metadata carries no check of its own: refuse what no run could have written. */
+        if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
+            s->skipped > s->step || !(s->elapsed >= 0))
+            rc = tupe_fail(e, TUPE_EDATA, "%s: training state out of range (step %lld, batch "
+                           "%lld)", where, (long long)s->step, (long long)batch);
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* The identity of the training data: the manifest's content hash and split sizes. */
+static uint64_t data_identity(const tupe_shard_meta *m)
+{
+    uint64_t v[6] = {m->in_hash, m->vocab_hash, m->seq_len, m->seed,
+                     m->split[TUPE_SPLIT_TRAIN].sequences, m->split[TUPE_SPLIT_VALID].sequences};
+    return tupe_hash64(v, sizeof v);
+}
+
+/* ---- metrics.jsonl -------------------------------------------------------------------------- */
+
+/* On resume, drop lines logged after the checkpoint's step (a killed run may have logged a
+ * few), so that the file describes the run that actually continues. */
+static int trim_metrics(const char *path, int64_t step, tupe_err *e)
+{
+    if (!tupe_path_exists(path))
+        return 0;
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 32, e);
+    if (rc)
+        return rc;
+    tupe_out *o;
+    if ((rc = tupe_out_open(&o, path, e))) {
+        free(buf);
+        return rc;
+    }
+    for (char *p = buf; *p && !rc;) {
+        char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+        long long s = -1;
+        if (sscanf(p, "{\"step\":%lld", &s) == 1 && s <= step && nl)
+            rc = tupe_out_write(o, p, n, e);
+        p += n;
+    }
+    free(buf);
+    if (rc) {
+        tupe_out_abort(o);
+        return rc;
+    }
+    return tupe_out_commit(o, e);
+}
+
+static void log_line(tupe_mlog *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(tupe_mlog *m, const char *fmt, ...)
+{
+    if (!m)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    tupe_mlog_line(m, line);
+}
+
+/* ---- training --------------------------------------------------------------------------------- */
+
+#if defined(TUPE_HAVE_CUDA)
+/* NCCL for the gradients when asked (TUPE_NCCL=1) and the model is on a GPU: rank 0's id goes
+ * to every rank through the launcher's collectives. Else (-1) the host path below. */
+static int nccl_setup(run *r, tupe_err *e)
+{
+    tupe_backend *be = tupe_model_backend(r->m);
+    const char *v = getenv("TUPE_NCCL");
+    if (!v || strcmp(v, "1") != 0 || tupe_backend_cuda_device(be) < 0)
+        return -1;
+    char id[TUPE_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id);
+    int rc = r->rank == 0 ? tupe_backend_cuda_nccl_id(id, e) : 0;
+    int32_t bad = rc != 0;
+    if (tupe_comm_allmax_i32(r->comm, &bad, 1, e))
+        return 0;
+    if (bad)
+        return rc ? 0 : (tupe_fail(e, TUPE_EFAIL, "NCCL: rank 0 could not make an id"), 0);
+    if (tupe_comm_bcast(r->comm, id, sizeof id, 0, e) ||
+        tupe_backend_cuda_nccl_init(be, id, r->rank, r->world, e))
+        return 0;
+    return 1;
+}
+#endif
+
+static int grads_allreduce(run *r, float **host, tupe_err *e)
+{
+    if (r->world == 1)
+        return 0;
+    tupe_backend *be = tupe_model_backend(r->m);
+    size_t n = tupe_model_layout(r->m)->total;
+#if defined(TUPE_HAVE_CUDA)
+    if (r->nccl == 0 && (r->nccl = nccl_setup(r, e)) == 0)
+        return e->code ? e->code : TUPE_EFAIL;
+    if (r->nccl > 0)
+        return tupe_backend_cuda_allreduce(be, tupe_model_grads(r->m), n, e);
+#endif
+    if (!*host && !(*host = malloc(n * sizeof **host)))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    be->download(be, *host, tupe_model_grads(r->m), n, TUPE_F32);
+    int rc = tupe_comm_allreduce_f32(r->comm, *host, n, e);
+    if (!rc)
+        be->upload(be, tupe_model_grads(r->m), *host, n, TUPE_F32);
+    return rc;
+}
+
+static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, tupe_err *e)
+{
+    int rc = 0;
+    if (r->rank == 0) {
+        char dir[4096];
+        ckpt_path(dir, sizeof dir, r->o->out, st->step);
+        char *js = state_json(st, r);
+        rc = js ? tupe_ckpt_save(dir, r->m, opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
+        free(js);
+        if (!rc) {
+            snprintf(res->checkpoint, sizeof res->checkpoint, "%s", dir);
+            prune(r->o);
+        }
+    }
+    /* Every rank learns whether the checkpoint exists before going on. */
+    int32_t failed = rc != 0;
+    tupe_err e2;
+    if (tupe_comm_allmax_i32(r->comm, &failed, 1, &e2))
+        return rc ? rc : tupe_fail(e, e2.code, "%s", e2.msg);
+    if (failed && !rc)
+        return tupe_fail(e, TUPE_EIO, "rank 0 could not write the checkpoint of step %lld",
+                         (long long)st->step);
+    return rc;
+}
+
+/* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
+ * loss is the mean over the steps since the previous line, which took step_s each. */
+static void progress_line(tupe_progress *pr, int64_t step, int64_t steps, double loss, double lr,
+                          double norm, double tps, double step_s)
+{
+    char eta[24];
+    tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
+    tupe_progress_note(pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+                       (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+}
+
+int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
+                   volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->val_loss = res->val_acc = NAN;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.comm = comm;
+    r.rank = tupe_comm_rank(comm);
+    r.world = tupe_comm_world(comm);
+    int rc = 0;
+    tupe_shardr *rd = NULL;
+    tupe_adamw *opt = NULL;
+    tupe_mlog *mf = NULL;
+    float *host = NULL;
+    char resume_from[4096] = "";
+    int64_t resume_step = 0;
+
+    if (o->batch <= 0 || o->batch % r.world)
+        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, r.world);
+    int per_rank = o->batch / r.world;
+    r.mb = o->micro_batch > 0 ? o->micro_batch : per_rank;
+    if (per_rank % r.mb)
+        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
+                         "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
+    if ((rc = check_run_dir(o->out, e)) ||
+        (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+        return rc;
+    if (!o->resume && resume_from[0])
+        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
+         * and mix two runs in one directory. */
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
+                         "--resume continues it; to start over, remove it or choose another -o",
+                         o->out, (long long)resume_step);
+    if ((rc = open_reader(&r, &rd, TUPE_SPLIT_TRAIN, 1, e)))
+        return rc;
+    r.meta = tupe_shardr_meta(rd);
+    r.seq_len = r.meta->seq_len;
+    uint64_t N = tupe_shardr_size(rd);
+    int64_t spe = (int64_t)(N / (uint64_t)o->batch);
+    if (spe == 0) {
+        rc = tupe_fail(e, TUPE_EDATA, "%s: the training split has %llu sequences, fewer than one "
+                       "batch of %d", o->data, (unsigned long long)N, o->batch);
+        goto out;
+    }
+    if ((rc = resolve_config(&r, resume_from[0] ? resume_from : NULL, e)) ||
+        (rc = mask_setup(&r, e)) || (rc = alloc_buffers(&r, per_rank, e)) ||
+        (rc = create_model(&r, be, e)) || (rc = tupe_adamw_create(&opt, r.m, &o->adam, e)))
+        goto out;
+
+    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0, 0, 0};
+    if (resume_from[0]) {
+        char *js = NULL;
+        if ((rc = tupe_ckpt_load(resume_from, r.m, opt, &js, 0, e)))
+            goto out;
+        tstate saved;
+        rc = parse_state(js, resume_from, &saved, e);
+        free(js);
+        if (rc)
+            goto out;
+        if (saved.batch != o->batch) {
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
+                           "(now %d) to continue the same data order", resume_from, saved.batch, o->batch);
+            goto out;
+        }
+        if (saved.has_seed && saved.seed != o->seed) {
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                           "(now %llu) to continue the same data order, masks and dropout", resume_from,
+                           (unsigned long long)saved.seed, (unsigned long long)o->seed);
+            goto out;
+        }
+        if (saved.step != resume_step) {
+            rc = tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
+                           "damaged?)", resume_from, (long long)saved.step);
+            goto out;
+        }
+        if (saved.data_hash != st.data_hash) {
+            rc = tupe_fail(e, TUPE_EDATA, "%s was trained on other shards than %s", resume_from, o->data);
+            goto out;
+        }
+        st = saved;
+        snprintf(res->checkpoint, sizeof res->checkpoint, "%s", resume_from);
+        if (st.step >= o->steps) {
+            /* A requeued job of a finished run: leave the run directory as it is. */
+            res->step = st.step;
+            res->complete = 1;
+            goto out;
+        }
+    } else if (o->init) {
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(o->init, r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            rc = check_vocab_hash(&r, o->init, js, e);
+        free(js);
+        if (rc)
+            goto out;
+    } else if ((rc = tupe_model_init(r.m, o->seed, e))) {
+        goto out;
+    }
+
+    if (r.rank == 0) {
+        if ((rc = tupe_mkdir_p(o->out, e)))
+            goto out;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.json", o->out);
+        char *cj = tupe_config_json(&r.cfg, 2);
+        size_t cl = cj ? strlen(cj) : 0;
+        char *line = cj ? realloc(cj, cl + 2) : NULL;
+        if (line) {
+            line[cl] = '\n';
+            line[cl + 1] = 0;
+            rc = tupe_write_file(path, line, cl + 1, e);
+        } else {
+            free(cj);
+            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+        }
+        free(line);
+        if (rc)
+            goto out;
+        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
+        if (!resume_from[0]) {
+            if (tupe_path_exists(path) && unlink(path) != 0) {
+                rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
+                goto out;
+            }
+        } else if ((rc = trim_metrics(path, st.step, e))) {
+            goto out;
+        }
+        char tb[PATH_MAX];
+        snprintf(tb, sizeof tb, "%s/tensorboard", o->out);
+        if ((rc = tupe_mlog_open(&mf, path, 1, o->no_tensorboard ? NULL : o->tensorboard ? o->tensorboard : tb,
+                                 !resume_from[0] && !o->tensorboard, e)))
+            goto out;
+    }
+
+    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
+    int quiet = o->quiet || r.rank != 0;
+    tupe_progress pr;
+    tupe_progress_start(&pr, "pretrain", 0, "", quiet);
+    if (!quiet)
+        tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
+                           "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
+                           tupe_position_name(r.cfg.position),
+                           tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
+                           r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
+                           (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
+                           per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
+                           (long long)o->steps, resume_from[0] ? "; resuming" : "");
+    if (resume_from[0] && !quiet)
+        tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
+    else if (o->resume && !quiet)
+        tupe_progress_note(&pr, "tupe-pretrain: --resume: no checkpoint in %s/checkpoints yet: a new run",
+                           o->out);
+    for (int k = 0; k < o->n_keep_steps && !quiet; k++)
+        if (o->keep_steps[k] > o->steps)
+            tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "
+                               "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
+                               (long long)o->steps);
+    if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
+        tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
+                           "learning rate rises to %.3g at most, never to its peak of %g",
+                           (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
+
+    double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
+    int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
+    /* the same since the last line on stderr, metrics line or progress-interval line */
+    double t_note = t_last, note_acc = 0;
+    int64_t tok_note = tok_last, n_note = 0;
+    uint64_t cur_epoch = UINT64_MAX;
+    int64_t last_step = st.step;
+    for (int64_t step = st.step + 1; step <= o->steps; step++) {
+        uint64_t epoch = (uint64_t)((step - 1) / spe);
+        uint64_t consumed = (uint64_t)((step - 1) % spe) * (uint64_t)o->batch;
+        if (epoch != cur_epoch) {
+            if ((rc = tupe_shardr_seek(rd, epoch, consumed, e)))
+                break;
+            cur_epoch = epoch;
+        }
+        int64_t masked = 0, tokens = 0;
+        int got = read_masked(&r, rd, (uint32_t)epoch, per_rank, &masked, &tokens, e);
+        if (got < 0) {
+            rc = e->code;
+            break;
+        }
+        if (got != per_rank) {
+            rc = tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
+                           o->data, r.rank, got, per_rank);
+            break;
+        }
+        uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
+        if ((rc = tupe_comm_allreduce_u64(comm, counts, 2, e)))
+            break;
+        tupe_model_zero_grad(r.m);
+        double sums[2] = {0, 0};
+        for (int k = 0; k < per_rank / r.mb && !rc; k++) {
+            tupe_batch b;
+            make_batch(&r, k * r.mb, r.mb, &b);
+            b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
+            b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)r.rank * (uint64_t)per_rank +
+                              (uint64_t)k * (uint64_t)r.mb;
+            if (b.M == 0)
+                continue; /* nothing masked in this micro-batch: no gradient */
+            tupe_step ts = {o->seed, (uint32_t)step};
+            tupe_fwd_out fo;
+            if ((rc = tupe_model_forward(r.m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r.m, e)))
+                break;
+            sums[0] += fo.loss_sum;
+            sums[1] += (double)fo.correct;
+        }
+        if (rc || (rc = grads_allreduce(&r, &host, e)) || (rc = tupe_comm_allreduce_f64(comm, sums, 2, e)))
+            break;
+        double loss = counts[0] ? sums[0] / (double)counts[0] : 0;
+        double norm = tupe_grad_norm(r.m);
+        if (tupe_fault_hit("trainer.nonfinite"))
+            loss = NAN; /* fault injection for the tests of the non-finite handling */
+        if (!isfinite(loss) || !isfinite(norm)) {
+            if (!o->skip_nonfinite) {
+                rc = tupe_fail(e, TUPE_EFAIL, "step %lld: non-finite %s (loss %g, gradient norm %g); "
+                               "stopped. The last good checkpoint is %s; --skip-nonfinite skips such "
+                               "steps instead", (long long)step, isfinite(loss) ? "gradient" : "loss",
+                               loss, norm, res->checkpoint[0] ? res->checkpoint : "(none yet)");
+                break;
+            }
+            st.skipped++;
+            if (!quiet)
+                tupe_progress_note(&pr, "tupe-pretrain: step %lld: non-finite loss or gradient, update "
+                                   "skipped (%lld so far)", (long long)step, (long long)st.skipped);
+        } else {
+            tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
+        }
+        st.step = last_step = step;
+        st.tokens += (int64_t)counts[1];
+        res->step = step;
+        res->last_loss = loss;
+        loss_acc += loss;
+        n_acc++;
+        note_acc += loss;
+        n_note++;
+        double now = tupe_now();
+        st.elapsed = now - t0;
+        int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
+        if (log_now) {
+            double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
+            double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
+            if (!quiet)
+                progress_line(&pr, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
+            log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
+                     "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
+                     (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
+                     (long long)st.tokens, st.elapsed);
+            t_last = now;
+            tok_last = st.tokens;
+            loss_acc = 0;
+            n_acc = 0;
+        }
+        if (!quiet && o->log_every > 0 && !log_now && now - t_note >= pr.interval) {
+            /* A slow run (a large model on a CPU) says how it goes at the progress interval
+             * between its --log-every lines; on stderr only. */
+            double dt = now - t_note;
+            progress_line(&pr, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
+                          norm, dt > 0 ? (double)(st.tokens - tok_note) / dt : 0, dt / (double)n_note);
+        }
+        if (log_now || now - t_note >= pr.interval) {
+            t_note = now;
+            tok_note = st.tokens;
+            note_acc = 0;
+            n_note = 0;
+        }
+        if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps) {
+            tupe_eval_result ev;
+            if ((rc = evaluate(&r, o->eval_sequences, &ev, e)))
+                break;
+            if (ev.masked > 0) {
+                res->val_loss = ev.loss;
+                res->val_acc = ev.acc;
+                if (!quiet)
+                    tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+                                       "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2,
+                                       100 * ev.acc, (long long)ev.sequences);
+                log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                         "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
+                         (long long)ev.masked);
+            }
+        }
+        /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
+        if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
+            step != o->steps) {
+            if ((rc = save(&r, opt, &st, res, e)))
+                break;
+            saved_at = step;
+        }
+        /* Rank 0's clock decides the time limit; the flag is shared below. */
+        int32_t flag = (stop && *stop) || (o->stop_after > 0 && step - resume_step >= o->stop_after) ||
+                       (r.rank == 0 && o->max_time > 0 && tupe_now() - t_start >= o->max_time);
+        if ((rc = tupe_comm_allmax_i32(comm, &flag, 1, e)))
+            break;
+        if (flag) {
+            if (saved_at != step && (rc = save(&r, opt, &st, res, e)))
+                break;
+            res->interrupted = 1;
+            break;
+        }
+    }
+    if (!rc && !res->interrupted && last_step == o->steps) {
+        tupe_eval_result ev;
+        if ((rc = evaluate(&r, o->eval_sequences, &ev, e)))
+            goto out;
+        if (ev.masked > 0) {
+            res->val_loss = ev.loss;
+            res->val_acc = ev.acc;
+            if (!quiet)
+                tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+                                   "(%lld sequences)", (long long)last_step, ev.loss, ev.loss / M_LN2,
+                                   100 * ev.acc, (long long)ev.sequences);
+            log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                     "\"val_masked\":%lld}", (long long)last_step, ev.loss, ev.loss / M_LN2, ev.acc,
+                     (long long)ev.masked);
+        }
+        if (saved_at != last_step)
+            rc = save(&r, opt, &st, res, e);
+    }
+    res->skipped = st.skipped;
+out:
+    if (tupe_mlog_close(mf, rc ? &(tupe_err){0} : e) && !rc)
+        rc = e->code;
+    free(host);
+    tupe_adamw_free(opt);
+    tupe_shardr_close(rd);
+    free_run(&r);
+    return rc;
+}
+
+int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
+                         tupe_comm *comm, tupe_backend *be, tupe_eval_result *res, tupe_err *e)
+{
+    tupe_pretrain_opts oo = *o;
+    oo.data = data;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = &oo;
+    r.comm = comm;
+    r.rank = tupe_comm_rank(comm);
+    r.world = tupe_comm_world(comm);
+    r.mb = o->micro_batch > 0 ? o->micro_batch : 16;
+    tupe_shardr *rd;
+    int rc = open_reader(&r, &rd, TUPE_SPLIT_VALID, 0, e);
+    if (rc)
+        return rc;
+    r.meta = tupe_shardr_meta(rd);
+    r.seq_len = r.meta->seq_len;
+    if (r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
+        rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
+                       "--valid-fraction)", data);
+    if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
+        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
+            !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
+            !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
+                           "masked, so there is no loss (more --eval-sequences, or a larger "
+                           "--mask-prob)", data, (long long)res->sequences, res->sequences == 1 ? "" : "s");
+        free(js);
+    }
+    tupe_shardr_close(rd);
+    free_run(&r);
+    return rc;
+}
