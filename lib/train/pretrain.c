@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/backend_cuda.h"
 #include "base/checksum.h"
 #include "base/fault.h"
 #include "base/fileio.h"
@@ -210,7 +209,6 @@ typedef struct run {
     /* one micro-batch, packed for the model */
     int32_t *b_ids, *b_pos, *b_lab;
     uint32_t *seq;
-    int nccl;                    /* gradients all-reduced by NCCL: 0 not yet decided, 1, -1 */
 } run;
 
 static int alloc_buffers(run *r, int nseq, tupe_err *e)
@@ -608,51 +606,6 @@ static void log_line(FILE *f, const char *fmt, ...)
 
 /* ---- training --------------------------------------------------------------------------------- */
 
-#if defined(TUPE_HAVE_CUDA)
-/* NCCL for the gradients when asked (TUPE_NCCL=1) and the model is on a GPU: rank 0's id goes
- * to every rank through the launcher's collectives. Else (-1) the host path below. */
-static int nccl_setup(run *r, tupe_err *e)
-{
-    tupe_backend *be = tupe_model_backend(r->m);
-    const char *v = getenv("TUPE_NCCL");
-    if (!v || strcmp(v, "1") != 0 || tupe_backend_cuda_device(be) < 0)
-        return -1;
-    char id[TUPE_NCCL_ID_BYTES];
-    memset(id, 0, sizeof id);
-    int rc = r->rank == 0 ? tupe_backend_cuda_nccl_id(id, e) : 0;
-    int32_t bad = rc != 0;
-    if (tupe_comm_allmax_i32(r->comm, &bad, 1, e))
-        return 0;
-    if (bad)
-        return rc ? 0 : (tupe_fail(e, TUPE_EFAIL, "NCCL: rank 0 could not make an id"), 0);
-    if (tupe_comm_bcast(r->comm, id, sizeof id, 0, e) ||
-        tupe_backend_cuda_nccl_init(be, id, r->rank, r->world, e))
-        return 0;
-    return 1;
-}
-#endif
-
-static int grads_allreduce(run *r, float **host, tupe_err *e)
-{
-    if (r->world == 1)
-        return 0;
-    tupe_backend *be = tupe_model_backend(r->m);
-    size_t n = tupe_model_layout(r->m)->total;
-#if defined(TUPE_HAVE_CUDA)
-    if (r->nccl == 0 && (r->nccl = nccl_setup(r, e)) == 0)
-        return e->code ? e->code : TUPE_EFAIL;
-    if (r->nccl > 0)
-        return tupe_backend_cuda_allreduce(be, tupe_model_grads(r->m), n, e);
-#endif
-    if (!*host && !(*host = malloc(n * sizeof **host)))
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    be->download(be, *host, tupe_model_grads(r->m), n, TUPE_F32);
-    int rc = tupe_comm_allreduce_f32(r->comm, *host, n, e);
-    if (!rc)
-        be->upload(be, tupe_model_grads(r->m), *host, n, TUPE_F32);
-    return rc;
-}
-
 static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, tupe_err *e)
 {
     int rc = 0;
@@ -704,7 +657,6 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     tupe_shardr *rd = NULL;
     tupe_adamw *opt = NULL;
     FILE *mf = NULL;
-    float *host = NULL;
     char resume_from[4096] = "";
     int64_t resume_step = 0;
 
@@ -898,7 +850,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             sums[0] += fo.loss_sum;
             sums[1] += (double)fo.correct;
         }
-        if (rc || (rc = grads_allreduce(&r, &host, e)) || (rc = tupe_comm_allreduce_f64(comm, sums, 2, e)))
+        if (rc ||
+            (rc = tupe_comm_allreduce_dev(comm, be, tupe_model_grads(r.m), tupe_model_layout(r.m)->total, e)) ||
+            (rc = tupe_comm_allreduce_f64(comm, sums, 2, e)))
             break;
         double loss = counts[0] ? sums[0] / (double)counts[0] : 0;
         double norm = tupe_grad_norm(r.m);
@@ -1014,7 +968,6 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
 out:
     if (mf)
         fclose(mf);
-    free(host);
     tupe_adamw_free(opt);
     tupe_shardr_close(rd);
     free_run(&r);
