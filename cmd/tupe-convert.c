@@ -74,13 +74,6 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-convert", "convert checkpoints to and from other formats",
                                cmds, NULL};
 
-static void on_note(void *ctx, int level, const char *msg)
-{
-    const tupe_cli *c = ctx;
-    if (level == 0 || c->verbose)
-        tupe_cli_note(c, "%s", msg);
-}
-
 static int dtype_of(int choice)
 {
     return choice == 1 ? TUPE_BF16 : choice == 2 ? TUPE_F16 : TUPE_F32;
@@ -268,7 +261,7 @@ int main(int argc, char **argv)
         else if (!vocab)
             rc = tupe_cli_usage(&c, "--vocab is required: the directory needs the vocabulary");
         else {
-            tupe_hf_export_opts o = {vocab, dtype_of(dtype), lower, on_note, &c};
+            tupe_hf_export_opts o = {vocab, dtype_of(dtype), lower, tupe_cli_on_note, &c};
             if (tupe_hf_export(c.args[0], out, &o, &e))
                 rc = tupe_cli_error(&c, &e);
         }
@@ -278,11 +271,11 @@ int main(int argc, char **argv)
         } else if (from == 0 && (heads || head)) {
             rc = tupe_cli_usage(&c, "--heads and --head apply to --from fairseq");
         } else if (from == 0) {
-            tupe_hf_import_opts o = {seed, on_note, &c};
+            tupe_hf_import_opts o = {seed, tupe_cli_on_note, &c};
             if (tupe_hf_import(c.args[0], out, &o, &e))
                 rc = tupe_cli_error(&c, &e);
         } else {
-            tupe_fairseq_opts o = {(int)heads, head, seed, on_note, &c};
+            tupe_fairseq_opts o = {(int)heads, head, seed, tupe_cli_on_note, &c};
             if (tupe_fairseq_import(c.args[0], out, &o, &e))
                 rc = tupe_cli_error(&c, &e);
         }

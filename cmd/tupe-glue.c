@@ -451,6 +451,8 @@ int main(int argc, char **argv)
     o.data = data, o.checkpoint = ckpt, o.vocab = vocab, o.out = out;
     o.lowercase = !ov.cased;
     o.quiet = c.quiet;
+    o.note = tupe_cli_on_note;
+    o.note_ctx = &c;
     o.seed = ov.seed;
     if (ov.lr > 0) o.lr = ov.lr;
     if (ov.have_grid) {

@@ -182,8 +182,8 @@ int main(int argc, char **argv)
     if (id < 0)
         return c.exit_code;
     (void)x;
-    o.quiet = c.quiet;
-    o.verbose = c.verbose;
+    o.note = tupe_cli_on_note;
+    o.note_ctx = &c;
     int is_eval = strcmp(c.cmd->name, "eval") == 0;
     if (!o.data)
         rc = tupe_cli_usage(&c, "--data DIR is required");

@@ -62,10 +62,14 @@ void tupe_progress_start_mode(tupe_progress *p, const char *label, uint64_t tota
     p->total = total;
     p->t0 = tupe_now();
     p->last_draw = p->t0;
+    p->interval = tupe_progress_interval();
+}
+
+double tupe_progress_interval(void)
+{
     const char *iv = getenv("TUPE_PROGRESS_INTERVAL");
-    p->interval = iv && *iv ? atof(iv) : 10.0;
-    if (p->interval < 0)
-        p->interval = 0;
+    double s = iv && *iv ? atof(iv) : 10.0;
+    return s < 0 ? 0 : s;
 }
 
 void tupe_progress_start(tupe_progress *p, const char *label, uint64_t total, const char *unit,
@@ -146,6 +150,15 @@ void tupe_progress_finish(tupe_progress *p)
     fprintf(p->fp, "%s: %s in %s (%s/s)\n", p->label, done, el, rate);
     fflush(p->fp);
     p->drawn = 0;
+}
+
+void tupe_progress_clear(tupe_progress *p)
+{
+    if (p->drawn) {
+        fprintf(p->fp, "\r\033[K");
+        fflush(p->fp);
+        p->drawn = 0;
+    }
 }
 
 void tupe_progress_note(tupe_progress *p, const char *fmt, ...)

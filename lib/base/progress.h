@@ -40,6 +40,12 @@ void tupe_progress_add(tupe_progress *p, uint64_t delta);
 void tupe_progress_total(tupe_progress *p, uint64_t total);
 /* Final line: "label: 1.2 GB in 0:42 (29.3 MB/s)". */
 void tupe_progress_finish(tupe_progress *p);
+/* Erase a drawn bar, so that a line written next starts on a clean line (the bar comes back
+ * at the next update). */
+void tupe_progress_clear(tupe_progress *p);
+/* Seconds between plain lines: TUPE_PROGRESS_INTERVAL, default 10 (also for callers that
+ * report at that pace on their own). */
+double tupe_progress_interval(void);
 /* Write a message line without corrupting the bar. */
 void tupe_progress_note(tupe_progress *p, const char *fmt, ...)
 #if defined(__GNUC__)

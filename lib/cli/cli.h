@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/note.h"
 #include "base/version.h"
 
 enum tupe_arg { TUPE_NOARG = 0, TUPE_REQARG = 1, TUPE_OPTARG = 2 };
@@ -89,6 +90,9 @@ int tupe_cli_error(const tupe_cli *c, const tupe_err *e);
 int tupe_report(const char *prog, const tupe_err *e);
 /* A warning or note on stderr as "prog: message" (suppressed by -q when quiet != 0). */
 void tupe_cli_note(const tupe_cli *c, const char *fmt, ...) TUPE_PRINTF(2, 3);
+
+/* The note function every program gives the library (base/note.h); ctx is its tupe_cli. */
+void tupe_cli_on_note(void *ctx, int kind, const char *msg);
 
 /* Option values: each returns 0, or prints a usage error naming the option and returns 2. */
 int tupe_cli_long(tupe_cli *c, const char *s, long min, long max, long *out);

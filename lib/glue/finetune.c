@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,8 +444,21 @@ static void format_scores(char *buf, size_t cap, const tupe_ft_scores *sc)
 static void skip_print(void *ctx, const char *path, uint64_t line, const char *why)
 {
     const tupe_ft_opts *o = ctx;
-    if (!o->quiet)
-        fprintf(stderr, "tupe-glue: %s:%llu: skipped: %s\n", path, (unsigned long long)line, why);
+    tupe_note(o->note, o->note_ctx, TUPE_NOTE_INFO, "%s:%llu: skipped: %s", path,
+              (unsigned long long)line, why);
+}
+
+/* A message for the user, on a line of its own when a progress bar is drawn. */
+static void say(const tupe_ft_opts *o, tupe_progress *pr, int kind, const char *fmt, ...)
+    TUPE_PRINTF(4, 5);
+static void say(const tupe_ft_opts *o, tupe_progress *pr, int kind, const char *fmt, ...)
+{
+    if (pr)
+        tupe_progress_clear(pr);
+    va_list ap;
+    va_start(ap, fmt);
+    tupe_vnote(o->note, o->note_ctx, kind, fmt, ap);
+    va_end(ap);
 }
 
 static const char *recipe_name(int r)
@@ -557,11 +571,10 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     tupe_progress pr;
     /* A progress line between the evaluations: on a large task they are hours apart. */
     tupe_progress_start(&pr, "fine-tune", (uint64_t)total, "steps", o->quiet);
-    if (!o->quiet)
-        tupe_progress_note(&pr, "tupe-glue: %s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
-                           "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
-                           dev.ex[0].n, recipe_name(o->recipe), o->lr, o->batch, o->epochs,
-                           (long long)total, (long long)warm, (unsigned long long)o->seed);
+    say(o, &pr, TUPE_NOTE_INFO, "%s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
+        "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
+        dev.ex[0].n, recipe_name(o->recipe), o->lr, o->batch, o->epochs,
+        (long long)total, (long long)warm, (unsigned long long)o->seed);
     double loss_acc = 0;
     int64_t nl = 0, step = 0;
     for (int ep = 0; ep < o->epochs && !rc; ep++) {
@@ -612,8 +625,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
                 char scores[256];
                 format_scores(scores, sizeof scores, &sc);
-                tupe_progress_note(&pr, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch, (long long)step,
-                                   loss_acc / (double)nl, scores, improved ? "  (best)" : "");
+                say(o, &pr, TUPE_NOTE_STATUS, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch,
+                    (long long)step, loss_acc / (double)nl, scores, improved ? "  (best)" : "");
                 loss_acc = 0;
                 nl = 0;
                 if (improved) {
@@ -841,10 +854,10 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                     rc = trc ? (*e = te, trc) : tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }
-                if (trc && !o->quiet)
-                    fprintf(stderr, "tupe-glue: %s: %s\n", dir, te.msg);
-            } else if (!o->quiet) {
-                fprintf(stderr, "tupe-glue: %s: done before (%s %.2f), not rerun\n", dir, t->select, 100 * sel);
+                if (trc)
+                    say(o, NULL, TUPE_NOTE_INFO, "%s: %s", dir, te.msg);
+            } else {
+                say(o, NULL, TUPE_NOTE_INFO, "%s: done before (%s %.2f), not rerun", dir, t->select, 100 * sel);
             }
             double *row = runs + ((size_t)g * (size_t)S + (size_t)s) * 3;
             row[0] = sel, row[1] = sets[0], row[2] = sets[1];

@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
+#include "base/note.h"
 #include "glue/glue.h"
 #include "model/optim.h"
 
@@ -43,7 +44,9 @@ typedef struct tupe_ft_opts {
     int evals_per_epoch;
     int64_t max_train;         /* use the first N training examples (0: all) */
     int64_t max_dev;           /* evaluate on the first N dev examples (0: all) */
-    int quiet;
+    int quiet;                 /* no progress display */
+    tupe_note_fn note;         /* progress lines and remarks, or NULL */
+    void *note_ctx;
     /* sweep */
     double grid[TUPE_FT_MAX_GRID];
     int ngrid;                 /* 0: the recipe's grid */

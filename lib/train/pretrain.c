@@ -591,6 +591,18 @@ static int trim_metrics(const char *path, int64_t step, tupe_err *e)
     return tupe_out_commit(o, e);
 }
 
+/* A message for the user (the caller's note function), from rank 0 only. */
+static void say(const run *r, int kind, const char *fmt, ...) TUPE_PRINTF(3, 4);
+static void say(const run *r, int kind, const char *fmt, ...)
+{
+    if (r->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    tupe_vnote(r->o->note, r->o->note_ctx, kind, fmt, ap);
+    va_end(ap);
+}
+
 static void log_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_line(FILE *f, const char *fmt, ...)
 {
@@ -633,13 +645,13 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, 
 
 /* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
  * loss is the mean over the steps since the previous line, which took step_s each. */
-static void progress_line(tupe_progress *pr, int64_t step, int64_t steps, double loss, double lr,
+static void progress_line(const run *r, int64_t step, int64_t steps, double loss, double lr,
                           double norm, double tps, double step_s)
 {
     char eta[24];
     tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
-    tupe_progress_note(pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
-                       (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+    say(r, TUPE_NOTE_STATUS, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+        (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
 }
 
 int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
@@ -777,36 +789,33 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     }
 
     tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
-    int quiet = o->quiet || r.rank != 0;
-    tupe_progress pr;
-    tupe_progress_start(&pr, "pretrain", 0, "", quiet);
-    if (!quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
-                           "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
-                           tupe_position_name(r.cfg.position),
-                           tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
-                           r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
-                           (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
-                           per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
-                           (long long)o->steps, resume_from[0] ? "; resuming" : "");
-    if (resume_from[0] && !quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
-    else if (o->resume && !quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: --resume: no checkpoint in %s/checkpoints yet: a new run",
-                           o->out);
-    for (int k = 0; k < o->n_keep_steps && !quiet; k++)
+    say(&r, TUPE_NOTE_INFO, "%s%s, %d layers x %d, vocabulary %d; %llu training "
+        "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
+        tupe_position_name(r.cfg.position),
+        tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
+        r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
+        (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
+        per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
+        (long long)o->steps, resume_from[0] ? "; resuming" : "");
+    if (resume_from[0])
+        say(&r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", resume_from, (long long)st.step);
+    else if (o->resume)
+        say(&r, TUPE_NOTE_INFO, "--resume: no checkpoint in %s/checkpoints yet: a new run",
+            o->out);
+    for (int k = 0; k < o->n_keep_steps; k++)
         if (o->keep_steps[k] > o->steps)
-            tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "
-                               "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
-                               (long long)o->steps);
-    if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
-        tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
-                           "learning rate rises to %.3g at most, never to its peak of %g",
-                           (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
+            say(&r, TUPE_NOTE_INFO, "warning: --keep-step %lld is past the last step "
+                "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
+                (long long)o->steps);
+    if (o->warmup > o->steps) /* the default warmup is 10,000 steps */
+        say(&r, TUPE_NOTE_INFO, "warning: --warmup %lld is longer than --steps %lld: the "
+            "learning rate rises to %.3g at most, never to its peak of %g",
+            (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
 
+    double interval = tupe_progress_interval();
     double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
     int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
-    /* the same since the last line on stderr, metrics line or progress-interval line */
+    /* the same since the last progress line (--log-every or progress interval) */
     double t_note = t_last, note_acc = 0;
     int64_t tok_note = tok_last, n_note = 0;
     uint64_t cur_epoch = UINT64_MAX;
@@ -867,9 +876,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                 break;
             }
             st.skipped++;
-            if (!quiet)
-                tupe_progress_note(&pr, "tupe-pretrain: step %lld: non-finite loss or gradient, update "
-                                   "skipped (%lld so far)", (long long)step, (long long)st.skipped);
+            say(&r, TUPE_NOTE_INFO, "step %lld: non-finite loss or gradient, update "
+                "skipped (%lld so far)", (long long)step, (long long)st.skipped);
         } else {
             tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
         }
@@ -887,8 +895,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         if (log_now) {
             double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
             double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
-            if (!quiet)
-                progress_line(&pr, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
+            progress_line(&r, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
             log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
                      "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
                      (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
@@ -898,14 +905,14 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             loss_acc = 0;
             n_acc = 0;
         }
-        if (!quiet && o->log_every > 0 && !log_now && now - t_note >= pr.interval) {
+        if (o->log_every > 0 && !log_now && now - t_note >= interval) {
             /* A slow run (a large model on a CPU) says how it goes at the progress interval
-             * between its --log-every lines; on stderr only. */
+             * between its --log-every lines (a progress line, not a metrics line). */
             double dt = now - t_note;
-            progress_line(&pr, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
+            progress_line(&r, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
                           norm, dt > 0 ? (double)(st.tokens - tok_note) / dt : 0, dt / (double)n_note);
         }
-        if (log_now || now - t_note >= pr.interval) {
+        if (log_now || now - t_note >= interval) {
             t_note = now;
             tok_note = st.tokens;
             note_acc = 0;
@@ -918,10 +925,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             if (ev.masked > 0) {
                 res->val_loss = ev.loss;
                 res->val_acc = ev.acc;
-                if (!quiet)
-                    tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
-                                       "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2,
-                                       100 * ev.acc, (long long)ev.sequences);
+                say(&r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+                    "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2,
+                    100 * ev.acc, (long long)ev.sequences);
                 log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
                          "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
                          (long long)ev.masked);
@@ -953,10 +959,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         if (ev.masked > 0) {
             res->val_loss = ev.loss;
             res->val_acc = ev.acc;
-            if (!quiet)
-                tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
-                                   "(%lld sequences)", (long long)last_step, ev.loss, ev.loss / M_LN2,
-                                   100 * ev.acc, (long long)ev.sequences);
+            say(&r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+                "(%lld sequences)", (long long)last_step, ev.loss, ev.loss / M_LN2,
+                100 * ev.acc, (long long)ev.sequences);
             log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
                      "\"val_masked\":%lld}", (long long)last_step, ev.loss, ev.loss / M_LN2, ev.acc,
                      (long long)ev.masked);

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
+#include "base/note.h"
 #include "model/config.h"
 #include "model/optim.h"
 #include "train/comm.h"
@@ -57,7 +58,8 @@ typedef struct tupe_pretrain_opts {
     double max_time;             /* leave (with a checkpoint) after the step that ends past this
                                     many seconds of this invocation; 0 = no limit */
     int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
-    int quiet, verbose;
+    tupe_note_fn note;           /* progress lines and remarks (rank 0's), or NULL */
+    void *note_ctx;
     int prefetch;                /* frames decoded ahead by the shard reader */
 } tupe_pretrain_opts;
 

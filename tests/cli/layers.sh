@@ -91,5 +91,10 @@ check "every include of lib/ and kernels/ follows the map of lib/README.md" [ -z
 knows=$(cd "$TUPE_SRC" && grep -lE '#[[:space:]]*include[[:space:]]*[<"]((backend/backend_cuda|mpi|nccl|cuda[a-z_]*|cublas[A-Za-z_]*)\.h)[>"]|ncclComm|MPI_Init' \
     lib/*/*.[ch] | grep -vE '^lib/backend/|^lib/train/comm\.c$')
 check "only backend/ and train/comm know CUDA, NCCL and MPI" [ -z "$knows" ]
+# The library never prints or exits: messages go through the caller's note function
+# (base/note.h); only cli/ writes to the terminal, and base/progress draws progress there.
+prints=$(cd "$TUPE_SRC" && grep -nE '\b(stderr|stdout)\b|(^|[^a-z_])(printf|puts|putchar|perror|exit|_exit|abort)\(' \
+    lib/*/*.c | grep -vE '^lib/cli/|^lib/base/progress\.c:' | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*)' | grep -v '"(stdout)"')
+check "nothing in lib/ below cli/ prints or exits" [ -z "$prints" ]
 check "lib/README.md holds the map" [ "$(layers "$TUPE_SRC" | wc -l)" -ge 8 ]
 exit $_failed
