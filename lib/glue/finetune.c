@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
+#include "train/rundir.h"
 
 /* ---- recipes ------------------------------------------------------------------------------- */
 
@@ -527,10 +528,11 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     devsets dev;
     memset(&dev, 0, sizeof dev);
     tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
+    tupe_rundir *rdir = NULL;
     size_t *order = NULL;
     int rc;
-    if ((rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
+    if ((rc = tupe_rundir_check(o->out, &tupe_run_finetune, e)) ||
+        (rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
         (rc = tupe_glue_read(t, &t->splits[0], o->data, &train, skip_print, (void *)o, e)) ||
         (rc = encode_set(&x, &train, (size_t)o->max_train, &tr, e)) ||
         (rc = dev_load(&x, &dev, skip_print, (void *)o, e)) ||
@@ -542,21 +544,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
         (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
         goto out;
-    if ((rc = tupe_mkdir_p(o->out, e)))
+    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, -1, e)))
         goto out;
-    char path[4200];
-    /* results.json marks a finished run (sweep reads it as such): an earlier run's must not
-     * survive into this one, whose best/ and metrics replace it. */
-    snprintf(path, sizeof path, "%s/results.json", o->out);
-    if (remove(path) != 0 && errno != ENOENT) {
-        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
-        goto out;
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-    if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
-        goto out;
-    }
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
     int64_t total = spe * o->epochs;
@@ -618,8 +607,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 json_object_set_new(line, "lr", json_real(tupe_lr_at(&sched, step)));
                 json_object_set_new(line, "dev", scores_json(&sc));
                 char *js = json_dumps(line, JSON_COMPACT);
-                fprintf(mf, "%s\n", js);
-                fflush(mf);
+                tupe_rundir_metric(rdir, "%s", js);
                 free(js);
                 json_decref(line);
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
@@ -653,6 +641,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         json_object_set_new(res, "dev", scores_json(best));
         char *js = json_dumps(res, JSON_INDENT(2));
         json_decref(res);
+        char path[4200];
         snprintf(path, sizeof path, "%s/results.json", o->out);
         rc = js ? tupe_write_file(path, js, strlen(js), e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
@@ -663,8 +652,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                            "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
-    if (mf)
-        fclose(mf);
+    tupe_rundir_end(rdir);
     free(order);
     tupe_adamw_free(opt);
     dev_free(&dev);

@@ -8,9 +8,10 @@
  * and including the first separator, 1 after) are given to models that have a token-type
  * embedding (imported BERTs).
  *
- * A run directory holds best/ (a checkpoint: the model with its head, and in its training
- * state the task, the label strings in index order, the dev scores and the input settings),
- * metrics.jsonl (every evaluation) and results.json (the best scores). */
+ * A run directory (train/rundir.h: the rules every run directory follows) holds best/ (a
+ * checkpoint: the model with its head, and in its training state the task, the label strings
+ * in index order, the dev scores and the input settings), metrics.jsonl (every evaluation) and
+ * results.json (the best scores). */
 #ifndef TUPE_FINETUNE_H
 #define TUPE_FINETUNE_H
 

@@ -1,7 +1,5 @@
 #include "train/pretrain.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -9,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/checksum.h"
 #include "base/fault.h"
@@ -19,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "train/masking.h"
+#include "train/rundir.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
@@ -46,148 +44,11 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 
 /* ---- checkpoints of a run ----------------------------------------------------------------- */
 
-static int64_t step_of(const char *name)
-{
-    if (strncmp(name, "step-", 5) != 0)
-        return -1;
-    char *end;
-    long long v = strtoll(name + 5, &end, 10);
-    return *end || v < 0 ? -1 : v;
-}
-
-/* Steps of the complete checkpoints of a run, ascending. */
-static int list_checkpoints(const char *run_dir, int64_t **steps, size_t *n, tupe_err *e)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-    *steps = NULL;
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        /* none; a file in the way of the run directory is reported when it is created */
-        return errno == ENOENT || errno == ENOTDIR ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
-    size_t cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int64_t s = step_of(de->d_name);
-        if (s < 0)
-            continue; /* ".step-….tmp.…" leftovers of a killed run are not checkpoints */
-        char model[4400];
-        snprintf(model, sizeof model, "%s/%s/%s", dir, de->d_name, TUPE_CKPT_MODEL_FILE);
-        if (!tupe_path_exists(model))
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            int64_t *ns = realloc(*steps, cap * sizeof *ns);
-            if (!ns) {
-                closedir(d);
-                return tupe_fail(e, TUPE_EFAIL, "out of memory");
-            }
-            *steps = ns;
-        }
-        (*steps)[(*n)++] = s;
-    }
-    closedir(d);
-    for (size_t i = 1; i < *n; i++) /* insertion sort: a handful of entries */
-        for (size_t j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
-            int64_t t = (*steps)[j];
-            (*steps)[j] = (*steps)[j - 1];
-            (*steps)[j - 1] = t;
-        }
-    return 0;
-}
-
-static void ckpt_path(char *dst, size_t cap, const char *run_dir, int64_t step)
-{
-    snprintf(dst, cap, "%s/checkpoints/step-%08lld", run_dir, (long long)step);
-}
-
-int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e)
-{
-    int64_t *steps;
-    size_t n;
-    int rc = list_checkpoints(run_dir, &steps, &n, e);
-    if (rc)
-        return rc;
-    *step = n ? steps[n - 1] : 0;
-    if (n)
-        ckpt_path(path, cap, run_dir, *step);
-    else if (cap)
-        path[0] = 0;
-    free(steps);
-    return 0;
-}
-
 static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
 {
     for (int k = 0; k < o->n_keep_steps; k++)
         if (o->keep_steps[k] == step)
             return 1;
-    return 0;
-}
-
-/* Remove the temporary checkpoint directories (".step-….tmp.…") that a run killed while
- * saving left behind: each is as large as a checkpoint. Called after a save, when this
- * process has none of its own. */
-static void remove_leftovers(const char *run_dir)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, ".step-", 6) != 0 || !strstr(de->d_name, ".tmp."))
-            continue;
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        tupe_remove_tree(p);
-    }
-    closedir(d);
-}
-
-/* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
-static void prune(const tupe_pretrain_opts *o)
-{
-    int64_t *steps;
-    size_t n;
-    tupe_err e;
-    remove_leftovers(o->out);
-    if (list_checkpoints(o->out, &steps, &n, &e))
-        return;
-    for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {
-        if (is_keep_step(o, steps[i]))
-            continue;
-        char p[4096];
-        ckpt_path(p, sizeof p, o->out, steps[i]);
-        tupe_remove_tree(p);
-    }
-    free(steps);
-}
-
-/* An existing -o must be a run directory (or empty): its config.json and metrics.jsonl are
- * rewritten, and those of something else (a Hugging Face model, say) must not be. */
-static int check_run_dir(const char *dir, tupe_err *e)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0; /* missing (created later), or not a directory (reported when created) */
-    struct dirent *de;
-    int others = 0, run = 0;
-    while ((de = readdir(d))) {
-        const char *n = de->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        if (strcmp(n, "checkpoints") == 0 || strcmp(n, "metrics.jsonl") == 0)
-            run = 1;
-        else
-            others = 1;
-    }
-    closedir(d);
-    if (others && !run)
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no checkpoints/ "
-                         "or metrics.jsonl): not written into (choose another -o)", dir);
     return 0;
 }
 
@@ -557,40 +418,6 @@ static uint64_t data_identity(const tupe_shard_meta *m)
     return tupe_hash64(v, sizeof v);
 }
 
-/* ---- metrics.jsonl -------------------------------------------------------------------------- */
-
-/* On resume, drop lines logged after the checkpoint's step (a killed run may have logged a
- * few), so that the file describes the run that actually continues. */
-static int trim_metrics(const char *path, int64_t step, tupe_err *e)
-{
-    if (!tupe_path_exists(path))
-        return 0;
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 32, e);
-    if (rc)
-        return rc;
-    tupe_out *o;
-    if ((rc = tupe_out_open(&o, path, e))) {
-        free(buf);
-        return rc;
-    }
-    for (char *p = buf; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
-        long long s = -1;
-        if (sscanf(p, "{\"step\":%lld", &s) == 1 && s <= step && nl)
-            rc = tupe_out_write(o, p, n, e);
-        p += n;
-    }
-    free(buf);
-    if (rc) {
-        tupe_out_abort(o);
-        return rc;
-    }
-    return tupe_out_commit(o, e);
-}
-
 /* A message for the user (the caller's note function), from rank 0 only. */
 static void say(const run *r, int kind, const char *fmt, ...) TUPE_PRINTF(3, 4);
 static void say(const run *r, int kind, const char *fmt, ...)
@@ -603,19 +430,6 @@ static void say(const run *r, int kind, const char *fmt, ...)
     va_end(ap);
 }
 
-static void log_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(FILE *f, const char *fmt, ...)
-{
-    if (!f)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fflush(f);
-}
-
 /* ---- training --------------------------------------------------------------------------------- */
 
 static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, tupe_err *e)
@@ -623,13 +437,13 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, 
     int rc = 0;
     if (r->rank == 0) {
         char dir[4096];
-        ckpt_path(dir, sizeof dir, r->o->out, st->step);
+        tupe_rundir_checkpoint(dir, sizeof dir, r->o->out, st->step);
         char *js = state_json(st, r);
         rc = js ? tupe_ckpt_save(dir, r->m, opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
         if (!rc) {
             snprintf(res->checkpoint, sizeof res->checkpoint, "%s", dir);
-            prune(r->o);
+            tupe_rundir_prune(r->o->out, r->o->keep_last, r->o->keep_steps, r->o->n_keep_steps);
         }
     }
     /* Every rank learns whether the checkpoint exists before going on. */
@@ -668,7 +482,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     int rc = 0;
     tupe_shardr *rd = NULL;
     tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
+    tupe_rundir *rdir = NULL;
     char resume_from[4096] = "";
     int64_t resume_step = 0;
 
@@ -679,8 +493,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     if (per_rank % r.mb)
         return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
                          "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if ((rc = check_run_dir(o->out, e)) ||
-        (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
+    if ((rc = tupe_rundir_check(o->out, &tupe_run_pretrain, e)) ||
+        (rc = tupe_rundir_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
         return rc;
     if (!o->resume && resume_from[0])
         /* A new run here would have its checkpoints pruned in favour of the old run's later ones
@@ -754,7 +568,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     }
 
     if (r.rank == 0) {
-        if ((rc = tupe_mkdir_p(o->out, e)))
+        if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_pretrain, resume_from[0] ? st.step : -1, e)))
             goto out;
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", o->out);
@@ -772,20 +586,6 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         free(line);
         if (rc)
             goto out;
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-        if (!resume_from[0]) {
-            if (tupe_path_exists(path) && unlink(path) != 0) {
-                rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-                goto out;
-            }
-        } else if ((rc = trim_metrics(path, st.step, e))) {
-            goto out;
-        }
-        mf = fopen(path, "a");
-        if (!mf) {
-            rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-            goto out;
-        }
     }
 
     tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
@@ -896,10 +696,10 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
             double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
             progress_line(&r, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
-            log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
-                     "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
-                     (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
-                     (long long)st.tokens, st.elapsed);
+            tupe_rundir_metric(rdir, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
+                               "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
+                               (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
+                               (long long)st.tokens, st.elapsed);
             t_last = now;
             tok_last = st.tokens;
             loss_acc = 0;
@@ -928,9 +728,9 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                 say(&r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
                     "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2,
                     100 * ev.acc, (long long)ev.sequences);
-                log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                         "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
-                         (long long)ev.masked);
+                tupe_rundir_metric(rdir, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                                   "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
+                                   (long long)ev.masked);
             }
         }
         /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
@@ -962,17 +762,16 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
             say(&r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
                 "(%lld sequences)", (long long)last_step, ev.loss, ev.loss / M_LN2,
                 100 * ev.acc, (long long)ev.sequences);
-            log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                     "\"val_masked\":%lld}", (long long)last_step, ev.loss, ev.loss / M_LN2, ev.acc,
-                     (long long)ev.masked);
+            tupe_rundir_metric(rdir, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                               "\"val_masked\":%lld}", (long long)last_step, ev.loss, ev.loss / M_LN2, ev.acc,
+                               (long long)ev.masked);
         }
         if (saved_at != last_step)
             rc = save(&r, opt, &st, res, e);
     }
     res->skipped = st.skipped;
 out:
-    if (mf)
-        fclose(mf);
+    tupe_rundir_end(rdir);
     tupe_adamw_free(opt);
     tupe_shardr_close(rd);
     free_run(&r);

@@ -8,7 +8,7 @@
  * on the number of ranks or micro-batches (up to the order of floating-point sums). Gradients
  * are summed across ranks before clipping and the AdamW update, which every rank performs.
  *
- * A run directory holds:
+ * A run directory (train/rundir.h: the rules every run directory follows) holds:
  *   config.json                 the model configuration
  *   metrics.jsonl               one JSON object per logged step and per evaluation
  *   checkpoints/step-NNNNNNNN/  model.safetensors + optimizer.safetensors (lib/model/checkpoint.h);
@@ -89,8 +89,5 @@ typedef struct tupe_eval_result {
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);
-
-/* The latest complete checkpoint directory of a run ("" and 0 steps when none). */
-int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e);
 
 #endif
