@@ -344,6 +344,8 @@ void tupe_cli_note(const tupe_cli *c, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int tupe_cli_run(tupe_cli *c, void *opts) { return c->cmd->run(c, opts); }
+
 void tupe_cli_on_note(void *ctx, int kind, const char *msg)
 {
     const tupe_cli *c = ctx;

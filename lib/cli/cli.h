@@ -37,6 +37,8 @@ typedef struct tupe_opt {
     const char *complete; /* completion of the value: "file", "dir", "list:a b c", or NULL */
 } tupe_opt;
 
+struct tupe_cli;
+
 typedef struct tupe_cmd {
     const char *name;         /* subcommand, or NULL for a program without subcommands */
     const char *args;         /* synopsis of positional arguments, e.g. "[FILE]..." */
@@ -44,6 +46,9 @@ typedef struct tupe_cmd {
     const char *description;  /* paragraph printed under the usage line */
     const tupe_opt *opts;     /* terminated by an entry with id 0 */
     const char *args_complete;/* completion of positional arguments: "file", "dir", ... */
+    /* What the subcommand does, given the program's parsed options (tupe_cli_run): its exit
+     * status. One row per subcommand with its function, as git's builtins table. */
+    int (*run)(struct tupe_cli *c, void *opts);
 } tupe_cmd;
 
 typedef struct tupe_prog {
@@ -52,6 +57,10 @@ typedef struct tupe_prog {
     const tupe_cmd *cmds;     /* terminated by an entry with summary NULL */
     const char *default_cmd;  /* subcommand used when argv[1] names none, or NULL */
 } tupe_prog;
+
+/* The --format row of a program that writes text or JSON, defined once for every program (the
+ * id is the program's own). */
+#define TUPE_OPT_FORMAT_JSON(id) {(id), "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"}
 
 /* Ids of the common options (never returned to the caller). */
 enum { TUPE_OPT_HELP = 1000, TUPE_OPT_VERSION, TUPE_OPT_QUIET, TUPE_OPT_VERBOSE,
@@ -79,6 +88,8 @@ int tupe_cli_begin(tupe_cli *c, const tupe_prog *p, int argc, char **argv);
  * c->args); -1 when the program must stop with c->exit_code (help printed: 0; usage error
  * printed: 2). Common options are consumed here. */
 int tupe_cli_next(tupe_cli *c, const char **arg);
+/* Run the chosen subcommand's function with the program's parsed options; its exit status. */
+int tupe_cli_run(tupe_cli *c, void *opts);
 /* Release the parser (safe to call more than once, and after -1). */
 void tupe_cli_end(tupe_cli *c);
 
