@@ -482,8 +482,8 @@ done:
 static int cmd_train(tupe_cli *c, void *opts)
 {
     const args *a = opts;
-    tupe_train_opts o;
-    tupe_train_defaults(&o, a->model == 1 ? TUPE_VOCAB_BPE : TUPE_VOCAB_WORDPIECE);
+    tupe_vocabtrain_opts o;
+    tupe_vocabtrain_defaults(&o, a->model == 1 ? TUPE_VOCAB_BPE : TUPE_VOCAB_WORDPIECE);
     if (a->vocab_size)
         o.vocab_size = (size_t)a->vocab_size;
     if (a->merges)
@@ -514,8 +514,8 @@ static int cmd_train(tupe_cli *c, void *opts)
     if (rc)
         return rc;
     tupe_err e;
-    tupe_train_report rep;
-    rc = tupe_train(corpus, &o, a->out, &rep, &e);
+    tupe_vocabtrain_report rep;
+    rc = tupe_vocabtrain(corpus, &o, a->out, &rep, &e);
     tupe_corpus_close(corpus);
     if (rc)
         return tupe_cli_error(c, &e);
