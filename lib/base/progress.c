@@ -134,7 +134,6 @@ void tupe_progress_set(tupe_progress *p, uint64_t done)
 
 void tupe_progress_add(tupe_progress *p, uint64_t delta) { tupe_progress_set(p, p->done + delta); }
 
-void tupe_progress_total(tupe_progress *p, uint64_t total) { p->total = total; }
 
 void tupe_progress_finish(tupe_progress *p)
 {

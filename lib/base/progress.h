@@ -37,7 +37,6 @@ void tupe_progress_start_mode(tupe_progress *p, const char *label, uint64_t tota
                               const char *unit, int mode, FILE *fp);
 void tupe_progress_set(tupe_progress *p, uint64_t done);
 void tupe_progress_add(tupe_progress *p, uint64_t delta);
-void tupe_progress_total(tupe_progress *p, uint64_t total);
 /* Final line: "label: 1.2 GB in 0:42 (29.3 MB/s)". */
 void tupe_progress_finish(tupe_progress *p);
 /* Erase a drawn bar, so that a line written next starts on a clean line (the bar comes back

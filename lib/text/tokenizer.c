@@ -91,7 +91,6 @@ void tupe_tokenizer_free(tupe_tokenizer *t)
     free(t);
 }
 
-const tupe_vocab *tupe_tokenizer_vocab(const tupe_tokenizer *t) { return t->v; }
 
 tupe_tokctx *tupe_tokctx_new(const tupe_tokenizer *t)
 {

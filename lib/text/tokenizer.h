@@ -39,7 +39,6 @@ typedef struct tupe_tokenizer tupe_tokenizer;
 int tupe_tokenizer_new(tupe_tokenizer **t, const tupe_vocab *v, const char *codes_path,
                        const tupe_tokenizer_opts *o, tupe_err *e);
 void tupe_tokenizer_free(tupe_tokenizer *t);
-const tupe_vocab *tupe_tokenizer_vocab(const tupe_tokenizer *t);
 
 typedef struct tupe_tokstats {
     uint64_t docs, lines, bytes, words, tokens;

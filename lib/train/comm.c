@@ -110,7 +110,6 @@ void tupe_comm_finalize(tupe_comm *c)
 
 int tupe_comm_rank(const tupe_comm *c) { return c->rank; }
 int tupe_comm_world(const tupe_comm *c) { return c->world; }
-int tupe_comm_local_rank(const tupe_comm *c) { return c->local; }
 const char *tupe_comm_backend(const tupe_comm *c) { return c->world > 1 ? "mpi" : "single"; }
 const char *tupe_comm_launcher(const tupe_comm *c) { return c->launcher; }
 

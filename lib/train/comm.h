@@ -28,7 +28,6 @@ void tupe_comm_finalize(tupe_comm *c);
 
 int tupe_comm_rank(const tupe_comm *c);
 int tupe_comm_world(const tupe_comm *c);
-int tupe_comm_local_rank(const tupe_comm *c);
 /* "single", "mpi" */
 const char *tupe_comm_backend(const tupe_comm *c);
 /* Where the rank numbers came from: "none", "mpirun", "srun", "env". */
