@@ -1,5 +1,5 @@
 /* tupe-pretrain: masked-LM pre-training of every positional-encoding variant, on one process or
- * many (mpirun, srun), resumable exactly. The loop is lib/trainer.c. */
+ * many (mpirun, srun), resumable exactly. The loop is lib/train/pretrain.c. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
