@@ -1,7 +1,6 @@
 #include "base/progress.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -158,19 +157,4 @@ void tupe_progress_clear(tupe_progress *p)
         fflush(p->fp);
         p->drawn = 0;
     }
-}
-
-void tupe_progress_note(tupe_progress *p, const char *fmt, ...)
-{
-    if (p->mode == TUPE_PROGRESS_QUIET)
-        return;
-    if (p->drawn)
-        fprintf(p->fp, "\r\033[K");
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->fp, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->fp);
-    fflush(p->fp);
-    p->drawn = 0;
 }

@@ -45,12 +45,6 @@ void tupe_progress_clear(tupe_progress *p);
 /* Seconds between plain lines: TUPE_PROGRESS_INTERVAL, default 10 (also for callers that
  * report at that pace on their own). */
 double tupe_progress_interval(void);
-/* Write a message line without corrupting the bar. */
-void tupe_progress_note(tupe_progress *p, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 /* Helpers also used elsewhere: "1.23 GB", "45.6 k tok", "1:02:03". */
 void tupe_fmt_amount(char *dst, size_t cap, double v, const char *unit);

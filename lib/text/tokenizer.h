@@ -80,13 +80,6 @@ typedef struct tupe_encode_opts {
     size_t chunk;    /* bytes of text per chunk of work (0: 1 MiB) */
 } tupe_encode_opts;
 
-typedef struct tupe_buf {
-    uint8_t *p;
-    size_t len, cap;
-} tupe_buf;
-
-int tupe_buf_reserve(tupe_buf *b, size_t extra);
-void tupe_buf_free(tupe_buf *b);
 
 /* Encode the documents of a chunk and append their output to out: token-stream records (h
  * gives the id width), or one line per document (ids, or tokens, separated by spaces); the
