@@ -3,7 +3,8 @@
 # ("base/error.h") and reaches only its own folder or one the map lists for it, so nothing
 # includes upward and nothing below cli/ includes the command line's header; kernels/ reaches
 # only backend/ and base/; the map itself only looks downward (no folder lists one after it);
-# only backend/ and train/comm reach CUDA, NCCL or MPI.
+# only backend/ and train/comm reach CUDA, NCCL or MPI; nothing below cli/ prints or exits;
+# and the map names every module.
 . "$(dirname "$0")/lib.sh"
 
 # layers ROOT: the table between the markers of ROOT/lib/README.md, one "folder: allowed..." a line.
@@ -96,5 +97,8 @@ check "only backend/ and train/comm know CUDA, NCCL and MPI" [ -z "$knows" ]
 prints=$(cd "$TUPE_SRC" && grep -nE '\b(stderr|stdout)\b|(^|[^a-z_])(printf|puts|putchar|perror|exit|_exit|abort)\(' \
     lib/*/*.c | grep -vE '^lib/cli/|^lib/base/progress\.c:' | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*)' | grep -v '"(stdout)"')
 check "nothing in lib/ below cli/ prints or exits" [ -z "$prints" ]
+# The map names every module, so that it says where each one lives.
+unnamed=$(cd "$TUPE_SRC" && for f in lib/*/*.[ch]; do s=$(basename "${f%.*}"); grep -q "\`$s\`" lib/README.md || echo "$f"; done)
+check "lib/README.md names every module" [ -z "$unnamed" ]
 check "lib/README.md holds the map" [ "$(layers "$TUPE_SRC" | wc -l)" -ge 8 ]
 exit $_failed
