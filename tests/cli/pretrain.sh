@@ -44,6 +44,12 @@ verdict "--no-tensorboard: metrics.jsonl only"
 run $P train "${common[@]}" -o $T/tb2 --steps 2 --tensorboard $T/tbdir/run2
 [ $rc = 0 ] && [ ! -e $T/tb2/tensorboard ] && ls $T/tbdir/run2/events.out.tfevents.* >/dev/null
 verdict "--tensorboard DIR: the event files there"
+# What a run killed before its first checkpoint leaves: metrics.jsonl and an event file.
+mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/tb3/ && cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/
+old_events=$(basename $T/a/tensorboard/events.out.tfevents.*)
+run $P train "${common[@]}" -o $T/tb3 --steps 2
+[ $rc = 0 ] && [ $(ls $T/tb3/tensorboard | wc -l) = 1 ] && [ ! -e $T/tb3/tensorboard/$old_events ]
+verdict "a new run in a run directory replaces the event files of tensorboard/"
 
 run $P train "${common[@]}" -o $T/a --steps 4
 [ $rc = 73 ] && has $T/err "$T/a already holds a run (checkpoints up to step 24): --resume continues it" && \
@@ -81,6 +87,10 @@ cmp -s <(data_bytes $T/a/checkpoints/step-00000024/optimizer.safetensors) <(data
 verdict "... and the same optimizer state"
 [ "$(grep -c '"loss"' $T/b/metrics.jsonl)" = 24 ]
 verdict "... and one metrics line per step"
+$TESTTOOL tfevents $T/b/metrics.jsonl -o $T/b-ref.tfevents && $TESTTOOL tfevents-cat $T/b-ref.tfevents | sort >$T/b-ref.txt
+for f in $T/b/tensorboard/events.out.tfevents.*; do $TESTTOOL tfevents-cat $f; done | sort >$T/b-tb.txt
+[ $(ls $T/b/tensorboard | wc -l) = 2 ] && [ -s $T/b-ref.txt ] && cmp -s $T/b-tb.txt $T/b-ref.txt
+verdict "... and an event file of its own beside the first run's, together the values of metrics.jsonl"
 cp $T/b/metrics.jsonl $T/b.metrics
 run $P train "${common[@]}" -o $T/b --steps 24 --resume
 [ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \
