@@ -52,10 +52,25 @@ static void expect_at(const char *kind, const char *file, int line, const char *
     } while (0)
 #define OK(call) CHECK((call) == cudaSuccess)
 
+/* Device memory the case owns: freed when it ends (LeakSanitizer counts what is not). */
+static std::vector<void *> owned;
+template <class T> static void dmalloc(T **p, size_t bytes)
+{
+    OK(cudaMalloc(p, bytes));
+    owned.push_back((void *)*p);
+}
+static void dfree(void *p)
+{
+    OK(cudaFree(p));
+    for (size_t i = 0; i < owned.size(); i++)
+        if (owned[i] == p)
+            owned.erase(owned.begin() + (long)i);
+}
+
 template <class T> static T *dev(const std::vector<T> &h)
 {
     T *p = NULL;
-    OK(cudaMalloc(&p, h.size() * sizeof(T)));
+    dmalloc(&p, h.size() * sizeof(T));
     OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
     return p;
 }
@@ -197,7 +212,7 @@ static void case_block_sums(void)
     for (size_t i = 0; i < in.size(); i++)
         in[i] = (float)((int)(i * 37 % 19) - 9); /* small integers: exact sums */
     float *din = dev(in), *dout;
-    OK(cudaMalloc(&dout, in.size() * 2 * sizeof(float)));
+    dmalloc(&dout, in.size() * 2 * sizeof(float));
     k_two_sums<<<nb, bs>>>(dout, din, 0);
     OK(cudaGetLastError());
     std::vector<float> o = host(dout, in.size() * 2);
@@ -210,15 +225,15 @@ static void case_block_sums(void)
             CHECK(o[2 * ((size_t)b * bs + i) + 1] == s2);
         }
     }
-    OK(cudaFree(din));
-    OK(cudaFree(dout));
+    dfree(din);
+    dfree(dout);
 }
 
 static void case_shuffles(void)
 {
     int nt = 48;
     int *d;
-    OK(cudaMalloc(&d, (size_t)nt * 10 * sizeof(int)));
+    dmalloc(&d, (size_t)nt * 10 * sizeof(int));
     k_shuffles<<<1, nt>>>(d);
     OK(cudaGetLastError());
     std::vector<int> o = host(d, (size_t)nt * 10);
@@ -238,7 +253,7 @@ static void case_shuffles(void)
         CHECK(r[8] == base + shfl_src(lane, 3, 3, 16));
         CHECK(r[9] == shfl_src(lane, 0, 31, 16));
     }
-    OK(cudaFree(d));
+    dfree(d);
 }
 
 static void case_shared(void)
@@ -248,7 +263,7 @@ static void case_shared(void)
     for (size_t i = 0; i < in.size(); i++)
         in[i] = (float)i;
     float *din = dev(in), *dout;
-    OK(cudaMalloc(&dout, in.size() * sizeof(float)));
+    dmalloc(&dout, in.size() * sizeof(float));
     k_tile<<<dim3(3, 3, z), dim3(16, 16)>>>(dout, din, n);
     OK(cudaGetLastError());
     std::vector<float> o = host(dout, in.size());
@@ -259,7 +274,7 @@ static void case_shared(void)
     int *dd;
     dim3 blk(4, 4, 4), grid(2, 3);
     int nt = 64;
-    OK(cudaMalloc(&dd, (size_t)6 * nt * sizeof(int)));
+    dmalloc(&dd, (size_t)6 * nt * sizeof(int));
     k_dyn3d<<<grid, blk, nt * sizeof(int)>>>(dd);
     OK(cudaGetLastError());
     std::vector<int> r = host(dd, (size_t)6 * nt);
@@ -271,9 +286,9 @@ static void case_shared(void)
                 CHECK(r[(size_t)(by * 2 + bx) * nt + lin] ==
                       (x + 100 * y + 10000 * zz + 1000000 * by) * 4 + next);
             }
-    OK(cudaFree(din));
-    OK(cudaFree(dout));
-    OK(cudaFree(dd));
+    dfree(din);
+    dfree(dout);
+    dfree(dd);
 }
 
 static void case_bf16(void)
@@ -291,8 +306,8 @@ static void case_bf16(void)
     int n = (int)in.size();
     float *din = dev(in), *back;
     unsigned short *bits;
-    OK(cudaMalloc(&bits, n * sizeof(unsigned short)));
-    OK(cudaMalloc(&back, n * sizeof(float)));
+    dmalloc(&bits, n * sizeof(unsigned short));
+    dmalloc(&back, n * sizeof(float));
     k_bf16<<<1, 32>>>(bits, back, din, n);
     std::vector<unsigned short> b = host(bits, n);
     std::vector<float> f = host(back, n);
@@ -302,9 +317,9 @@ static void case_bf16(void)
         memcpy(&g, &f[i], 4);
         CHECK(g == u);
     }
-    OK(cudaFree(din));
-    OK(cudaFree(bits));
-    OK(cudaFree(back));
+    dfree(din);
+    dfree(bits);
+    dfree(back);
 }
 
 static void case_streams(void)
@@ -319,7 +334,7 @@ static void case_streams(void)
     OK(cudaEventCreate(&e2));
     OK(cudaEventCreateWithFlags(&e3, cudaEventDisableTiming));
     float *d, *pinned;
-    OK(cudaMalloc(&d, n * sizeof(float)));
+    dmalloc(&d, n * sizeof(float));
     OK(cudaMallocHost(&pinned, n * sizeof(float)));
     OK(cudaEventRecord(e1, s1));
     OK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s1));
@@ -347,7 +362,7 @@ static void case_streams(void)
     OK(cudaEventDestroy(e3));
     OK(cudaStreamDestroy(s1));
     OK(cudaStreamDestroy(s2));
-    OK(cudaFree(d));
+    dfree(d);
     OK(cudaFreeHost(pinned));
     OK(cudaDeviceSynchronize());
 }
@@ -398,10 +413,10 @@ static void case_blas(void)
                 cudaDataType_t t = bf ? CUDA_R_16BF : CUDA_R_32F;
                 size_t es = bf ? 2 : 4;
                 void *dA, *dB, *dC, *dD;
-                OK(cudaMalloc(&dA, A.size() * es));
-                OK(cudaMalloc(&dB, B.size() * es));
-                OK(cudaMalloc(&dC, C.size() * 4));
-                OK(cudaMalloc(&dD, C.size() * 4));
+                dmalloc(&dA, A.size() * es);
+                dmalloc(&dB, B.size() * es);
+                dmalloc(&dC, C.size() * 4);
+                dmalloc(&dD, C.size() * 4);
                 if (bf) {
                     std::vector<unsigned short> a(A.size()), b(B.size());
                     for (size_t i = 0; i < A.size(); i++)
@@ -463,17 +478,17 @@ static void case_blas(void)
                 cublasLtMatrixLayoutDestroy(lb);
                 cublasLtMatrixLayoutDestroy(lc);
                 cublasLtMatmulDescDestroy(op);
-                OK(cudaFree(dA));
-                OK(cudaFree(dB));
-                OK(cudaFree(dC));
-                OK(cudaFree(dD));
+                dfree(dA);
+                dfree(dB);
+                dfree(dC);
+                dfree(dD);
             }
     /* a bf16 output is rounded once, at the end */
     std::vector<unsigned short> one = {to_bf(1.0f)}, third(3, to_bf(1.0f));
     void *x, *y, *z;
-    OK(cudaMalloc(&x, 2));
-    OK(cudaMalloc(&y, 2));
-    OK(cudaMalloc(&z, 2));
+    dmalloc(&x, 2);
+    dmalloc(&y, 2);
+    dmalloc(&z, 2);
     OK(cudaMemcpy(x, one.data(), 2, cudaMemcpyHostToDevice));
     OK(cudaMemcpy(y, one.data(), 2, cudaMemcpyHostToDevice));
     OK(cudaMemcpy(z, one.data(), 2, cudaMemcpyHostToDevice));
@@ -482,9 +497,9 @@ static void case_blas(void)
                                      1, 0, &b0, z, CUDA_R_16BF, 1, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == 0);
     std::vector<unsigned short> zr = host((unsigned short *)z, 1);
     CHECK(zr[0] == to_bf(1.0f / 3.0f));
-    OK(cudaFree(x));
-    OK(cudaFree(y));
-    OK(cudaFree(z));
+    dfree(x);
+    dfree(y);
+    dfree(z);
     CHECK(cublasDestroy(h) == 0);
     CHECK(cublasLtDestroy(lt) == 0);
 }
@@ -496,12 +511,12 @@ static void case_sort(void)
     for (int i = 0; i < n; i++)
         k[i] = (unsigned)((i * 7919) % 301), v[i] = (unsigned)i;
     unsigned *dk = dev(k), *dv = dev(v), *ko, *vo;
-    OK(cudaMalloc(&ko, n * 4));
-    OK(cudaMalloc(&vo, n * 4));
+    dmalloc(&ko, n * 4);
+    dmalloc(&vo, n * 4);
     size_t tb = 0;
     OK(cub::DeviceRadixSort::SortPairs(NULL, tb, dk, ko, dv, vo, n, 0, 9));
     void *tmp;
-    OK(cudaMalloc(&tmp, tb));
+    dmalloc(&tmp, tb);
     OK(cub::DeviceRadixSort::SortPairs(tmp, tb, dk, ko, dv, vo, n, 0, 9));
     std::vector<unsigned> K = host(ko, n), V = host(vo, n);
     for (int i = 0; i < n; i++) {
@@ -509,20 +524,20 @@ static void case_sort(void)
         if (i)
             CHECK(K[i - 1] < K[i] || (K[i - 1] == K[i] && V[i - 1] < V[i])); /* stable */
     }
-    OK(cudaFree(dk));
-    OK(cudaFree(dv));
-    OK(cudaFree(ko));
-    OK(cudaFree(vo));
-    OK(cudaFree(tmp));
+    dfree(dk);
+    dfree(dv);
+    dfree(ko);
+    dfree(vo);
+    dfree(tmp);
 }
 
 static void case_limits(void)
 {
     /* the largest block, and grid.y and grid.z at their limit, run */
     int *d;
-    OK(cudaMalloc(&d, 4));
+    dmalloc(&d, 4);
     float *x;
-    OK(cudaMalloc(&x, 1024 * sizeof(float)));
+    dmalloc(&x, 1024 * sizeof(float));
     OK(cudaMemset(x, 0, 1024 * sizeof(float)));
     k_add<<<1, 1024>>>(x, 1.0f, 1024);
     OK(cudaGetLastError());
@@ -533,8 +548,8 @@ static void case_limits(void)
     std::vector<float> h = host(x, 1024);
     for (int i = 0; i < 1024; i++)
         CHECK(h[i] == 1.0f);
-    OK(cudaFree(d));
-    OK(cudaFree(x));
+    dfree(d);
+    dfree(x);
 }
 
 /* ---- misuse: each must be reported where it happens ------------------------------------------ */
@@ -623,7 +638,7 @@ __global__ void k_oob_write(float *x, int n)
 static void launch_of(const char *what)
 {
     int *d;
-    OK(cudaMalloc(&d, 4096 * sizeof(int)));
+    dmalloc(&d, 4096 * sizeof(int));
     if (!strcmp(what, "divergent"))
         k_divergent<<<1, 128>>>(d);
     else if (!strcmp(what, "exited"))
@@ -649,7 +664,7 @@ static void launch_of(const char *what)
 static void case_exit_before_barrier(void)
 {
     int *d;
-    OK(cudaMalloc(&d, 64 * sizeof(int)));
+    dmalloc(&d, 64 * sizeof(int));
     k_exit_before_barrier<<<1, 64>>>(d);
     OK(cudaDeviceSynchronize()); /* reported, not a fault: sm_70+ runs it */
     std::vector<int> h = host(d, 40);
@@ -660,7 +675,7 @@ static void case_exit_before_barrier(void)
 static void case_uninit(void)
 {
     float *d;
-    OK(cudaMalloc(&d, 32 * sizeof(float)));
+    dmalloc(&d, 32 * sizeof(float));
     k_uninit<<<1, 32, 32 * sizeof(float)>>>(d);
     OK(cudaDeviceSynchronize());
     std::vector<float> h = host(d, 32);
@@ -671,7 +686,7 @@ static void case_uninit(void)
 static void case_launch_config(void)
 {
     float *x;
-    OK(cudaMalloc(&x, 64 * sizeof(float)));
+    dmalloc(&x, 64 * sizeof(float));
     EXPECT("error", "not a valid block", (k_add<<<1, 2048>>>(x, 1.0f, 64)));
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
     CHECK(cudaGetLastError() == cudaSuccess); /* not sticky */
@@ -692,13 +707,13 @@ static void case_memory(void)
 {
     float *d, *e;
     std::vector<float> h(100);
-    OK(cudaMalloc(&d, 100 * sizeof(float)));
-    OK(cudaMalloc(&e, 100 * sizeof(float)));
+    dmalloc(&d, 100 * sizeof(float));
+    dmalloc(&e, 100 * sizeof(float));
     CHECK(EXPECT("error", "is not device memory", cudaMemcpy(h.data(), h.data(), 400, cudaMemcpyHostToDevice)) ==
           cudaErrorInvalidValue);
     CHECK(EXPECT("error", "is device memory, but the copy's kind says host", cudaMemcpy(e, d, 400, cudaMemcpyHostToDevice)) ==
           cudaErrorInvalidValue);
-    OK(cudaFree(e));
+    dfree(e);
     CHECK(EXPECT("error", "not the start of a live cudaMalloc allocation", cudaFree(e)) == cudaErrorInvalidValue);
     CHECK(EXPECT("FAULT", "past the end of the 400-byte allocation", cudaMemcpy(d, h.data(), 404, cudaMemcpyHostToDevice)) ==
           cudaErrorIllegalAddress);
@@ -740,9 +755,9 @@ static void lt_setup(lt_case &c, int m, int n, int k, size_t a_elems)
     CHECK(cublasLtMatrixLayoutCreate(&c.lb, CUDA_R_32F, k, n, k) == 0);
     CHECK(cublasLtMatrixLayoutCreate(&c.lc, CUDA_R_32F, m, n, m) == 0);
     CHECK(cublasLtMatmulPreferenceCreate(&c.pref) == 0);
-    OK(cudaMalloc(&c.A, a_elems * 4));
-    OK(cudaMalloc(&c.B, (size_t)k * n * 4));
-    OK(cudaMalloc(&c.C, (size_t)m * n * 4));
+    dmalloc(&c.A, a_elems * 4);
+    dmalloc(&c.B, (size_t)k * n * 4);
+    dmalloc(&c.C, (size_t)m * n * 4);
     OK(cudaMemset(c.A, 0, a_elems * 4));
     OK(cudaMemset(c.B, 0, (size_t)k * n * 4));
 }
@@ -785,6 +800,18 @@ static void case_blas_misuse(void)
     CHECK(cublasLtMatmulAlgoGetHeuristic(d.lt, d.op, d.la, d.lb, d.lc, d.lc, d.pref, 1, &res, &nres) == 0);
     CHECK(EXPECT("FAULT", "operand A", cublasLtMatmul(d.lt, d.op, &one, d.A, d.la, d.B, d.lb, &zero, d.C, d.lc, d.C, d.lc, &res.algo, NULL, 0, 0)) ==
           CUBLAS_STATUS_EXECUTION_FAILED);
+    for (lt_case *x : {&c, &d}) {
+        cublasLtMatrixLayoutDestroy(x->la);
+        cublasLtMatrixLayoutDestroy(x->lb);
+        cublasLtMatrixLayoutDestroy(x->lc);
+        cublasLtMatmulDescDestroy(x->op);
+        cublasLtMatmulPreferenceDestroy(x->pref);
+        cublasLtDestroy(x->lt);
+    }
+    cublasLtMatrixLayoutDestroy(bad);
+    cublasLtMatrixLayoutDestroy(lb2);
+    cublasLtMatmulDescDestroy(op2);
+    cublasDestroy(h);
 }
 
 static void case_sort_misuse(void)
@@ -793,12 +820,12 @@ static void case_sort_misuse(void)
     std::vector<unsigned> k(n, 3), v(n, 1);
     k[7] = 1u << 12;
     unsigned *dk = dev(k), *dv = dev(v), *ko, *vo;
-    OK(cudaMalloc(&ko, n * 4));
-    OK(cudaMalloc(&vo, n * 4));
+    dmalloc(&ko, n * 4);
+    dmalloc(&vo, n * 4);
     size_t tb = 0;
     OK(cub::DeviceRadixSort::SortPairs(NULL, tb, dk, ko, dv, vo, n, 0, 8));
     void *tmp;
-    OK(cudaMalloc(&tmp, tb));
+    dmalloc(&tmp, tb);
     size_t small = tb / 2;
     CHECK(EXPECT("error", "temporary storage", cub::DeviceRadixSort::SortPairs(tmp, small, dk, ko, dv, vo, n, 0, 8)) ==
           cudaErrorInvalidValue);
@@ -817,7 +844,7 @@ static int race_shows(void)
     for (size_t i = 0; i < in.size(); i++)
         in[i] = (float)((int)(i % 7) - 3);
     float *din = dev(in), *dout;
-    OK(cudaMalloc(&dout, in.size() * 2 * sizeof(float)));
+    dmalloc(&dout, in.size() * 2 * sizeof(float));
     k_two_sums<<<nb, bs>>>(dout, din, 1);
     std::vector<float> o = host(dout, in.size() * 2);
     int wrong = 0;
@@ -836,7 +863,7 @@ static int race_shows(void)
 static void case_asan_oob(void)
 {
     float *x;
-    OK(cudaMalloc(&x, 1000 * sizeof(float)));
+    dmalloc(&x, 1000 * sizeof(float));
     k_oob_write<<<4, 256>>>(x, 1000);
     cudaDeviceSynchronize();
 }
@@ -1038,8 +1065,12 @@ int main(int argc, char **argv)
     if (argc < 2)
         return run_all(argv[0]);
     const char *name = argv[1];
-    if (!strcmp(name, "race"))
-        return race_shows();
+    if (!strcmp(name, "race")) {
+        int rc = race_shows();
+        for (void *p : owned)
+            cudaFree(p);
+        return rc;
+    }
     if (!strcmp(name, "no-device"))
         case_no_device();
     else if (!strcmp(name, "asan-oob"))
@@ -1055,5 +1086,7 @@ int main(int argc, char **argv)
         }
         c->fn();
     }
+    for (void *p : owned) /* after a fault too: cudaFree frees, and returns the fault */
+        cudaFree(p);
     return failures != 0;
 }

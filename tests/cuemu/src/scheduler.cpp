@@ -1,7 +1,9 @@
 /* cuemu: kernel launches. The blocks of a grid are spread over OpenMP threads; a host thread
- * runs one block at a time, to its end. Inside the block every CUDA thread is a fiber
- * (boost.context's fcontext, on its own mmap'd stack with a guard page) that runs until it
- * waits for others:
+ * runs one block at a time, to its end. Inside the block the CUDA threads run on fibers
+ * (boost.context's fcontext, on mmap'd stacks with a guard page): a thread runs until it
+ * waits for others, keeping its fiber while it waits; a thread that ends hands its fiber to
+ * the next thread of the schedule that has not started, so a block whose threads never wait
+ * runs on one fiber. What a thread waits for:
  *
  *   __syncthreads   released when every thread that has not exited waits (exited threads
  *                   count as arrived, as on sm_70 and later); the waiters must stand at one
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <string>
@@ -58,16 +61,23 @@ const dim3 &grid_dim(void) { return gdim_; }
 
 enum { F_READY, F_BAR, F_WARP, F_DONE };
 
+enum { T_NEW, T_READY, T_BAR, T_WARP, T_DONE };
+
+struct thread_state {      /* one CUDA thread of the block */
+    int state;
+    int fib;               /* its fiber, once started */
+    const char *file;      /* where it waits */
+    int line;
+    uint64_t val, result;  /* a warp operation's operand and result */
+    int op, arg, width;
+};
+
 struct fiber {
     bctx::fcontext_t ctx;
     char *stack;           /* usable stack [stack, stack + size), a guard page below */
     size_t size;
     void *fake;            /* ASan's fake stack while suspended */
-    int state;
-    const char *file;      /* where it waits */
-    int line;
-    uint64_t val, result;  /* a warp operation's operand and result */
-    int op, arg, width;
+    bool fresh;            /* no context yet (or an abandoned one): start it anew */
 };
 
 struct group {             /* lanes of one warp gathering for one warp operation */
@@ -88,12 +98,20 @@ struct block_run {
 };
 
 struct worker {
-    std::vector<fiber> fibers;
-    bctx::fcontext_t sched;
-    const void *sched_bottom;
+    std::deque<fiber> fibers;  /* a deque: fibers started from a fiber must not move the others */
+    std::vector<int> free_fibers; /* parked, waiting for a thread */
+    std::vector<thread_state> th;
+    bctx::fcontext_t sched;    /* the scheduler's context, while a fiber runs */
+    const void *sched_bottom;  /* its stack (for ASan) */
     size_t sched_size;
+    void *sched_fake;
+    int running;           /* the fiber running, -1 for the scheduler */
+    int from;              /* the fiber that switched to the one running, -1 for the scheduler */
     block_run *B;
-    unsigned cur;
+    unsigned cur;          /* the CUDA thread running */
+    std::vector<unsigned> seq; /* the threads the scheduler visits now, in order */
+    size_t pos;            /* the next of them */
+    uint64_t runs;         /* threads resumed or started: progress */
     const launch_desc *L;
     const std::function<void()> *body;
     unsigned char *dyn;    /* dynamic shared memory */
@@ -110,7 +128,13 @@ struct worker {
     }
 };
 
-static thread_local worker W;
+/* The host thread's worker, reached through a plain pointer: a thread_local of a class with a
+ * destructor costs a TLS-wrapper call at every use. `reaper` frees it when the thread ends. */
+static thread_local worker *W_;
+static struct worker_reaper {
+    ~worker_reaper() { delete W_; }
+} thread_local reaper;
+#define W (*W_)
 
 static const char *op_name(int op)
 {
@@ -123,10 +147,16 @@ static size_t smem_limit(void) { return (size_t)env_int("CUEMU_SMEM_LIMIT", 48 *
 
 /* ---- fibers --------------------------------------------------------------------------------- */
 
-static void to_sched(bool exiting);
+enum { SW_WAIT, SW_PARK, SW_LOST }; /* how a thread leaves its fiber */
+static void switch_out(int how);
+static void fiber_entry(bctx::transfer_t t);
 
 static void set_tid(unsigned i)
 {
+    if (bdim_.y == 1 && bdim_.z == 1) { /* most blocks: no divisions */
+        tid_.x = i, tid_.y = 0, tid_.z = 0;
+        return;
+    }
     tid_.x = i % bdim_.x;
     tid_.y = i / bdim_.x % bdim_.y;
     tid_.z = i / (bdim_.x * bdim_.y);
@@ -149,27 +179,62 @@ static void block_fault(const char *file, int line, const char *fmt, ...)
                  tid_.z, msg);
 }
 
-/* The running thread stops for good (after a FAULT). */
+/* The running thread stops for good (after a FAULT); its fiber is abandoned. */
 [[noreturn]] static void fiber_abort(void)
 {
-    W.fibers[W.cur].state = F_DONE;
-    to_sched(true);
+    W.th[W.cur].state = T_DONE;
+    switch_out(SW_LOST);
     abort(); /* never resumed */
 }
 
-static void to_sched(bool exiting)
+/* Just switched to (by fiber W.from, or by the scheduler): keep the context left behind. */
+static void landed(bctx::transfer_t t, void *fake)
 {
+    if (W.from < 0)
+        W.sched = t.fctx;
+    else
+        W.fibers[W.from].ctx = t.fctx;
 #if CUEMU_ASAN
-    fiber &f = W.fibers[W.cur];
-    __sanitizer_start_switch_fiber(exiting ? NULL : &f.fake, W.sched_bottom, W.sched_size);
+    if (W.from < 0)
+        __sanitizer_finish_switch_fiber(fake, &W.sched_bottom, &W.sched_size);
+    else
+        __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #else
-    (void)exiting;
+    (void)fake;
 #endif
-    bctx::transfer_t t = bctx::jump_fcontext(W.sched, NULL);
-    W.sched = t.fctx;
+}
+
+/* Switches from the running context (a fiber, or the scheduler: -1) to fiber `target` (or the
+ * scheduler); returns when something switches back. `gone`: never back (ASan frees the fake
+ * stack). */
+static void jump_to(int target, bool gone)
+{
+    int me = W.running;
+    bctx::fcontext_t to;
 #if CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(W.fibers[W.cur].fake, &W.sched_bottom, &W.sched_size);
+    void **fake = me < 0 ? &W.sched_fake : &W.fibers[me].fake;
+    if (target < 0)
+        __sanitizer_start_switch_fiber(gone ? NULL : fake, W.sched_bottom, W.sched_size);
+    else
+        __sanitizer_start_switch_fiber(gone ? NULL : fake, W.fibers[target].stack,
+                                       W.fibers[target].size);
+#else
+    (void)gone;
 #endif
+    if (target < 0) {
+        to = W.sched;
+    } else {
+        fiber &tf = W.fibers[target];
+        if (tf.fresh) {
+            tf.ctx = bctx::make_fcontext(tf.stack + tf.size, tf.size, fiber_entry);
+            tf.fresh = false;
+        }
+        to = tf.ctx;
+    }
+    W.from = me;
+    W.running = target;
+    bctx::transfer_t t = bctx::jump_fcontext(to, NULL);
+    landed(t, me < 0 ? W.sched_fake : W.fibers[me].fake);
 }
 
 /* "threads 0-127 at f.cu:12, threads 128-255 at f.cu:40" for the threads in `state`. */
@@ -179,22 +244,22 @@ static std::string sites(int state)
     block_run &B = *W.B;
     int shown = 0;
     for (unsigned i = 0; i < B.n && shown < 6;) {
-        fiber &f = W.fibers[i];
-        if (f.state != state) {
+        thread_state &t = W.th[i];
+        if (t.state != state) {
             i++;
             continue;
         }
         unsigned j = i + 1;
-        while (j < B.n && W.fibers[j].state == state && W.fibers[j].line == f.line &&
-               W.fibers[j].file == f.file)
+        while (j < B.n && W.th[j].state == state && W.th[j].line == t.line &&
+               W.th[j].file == t.file)
             j++;
         char buf[300];
         if (j - i > 1)
             snprintf(buf, sizeof buf, "%sthreads %u-%u at %s:%d", shown ? ", " : "", i, j - 1,
-                     f.file, f.line);
+                     t.file, t.line);
         else
-            snprintf(buf, sizeof buf, "%sthread %u at %s:%d", shown ? ", " : "", i, f.file,
-                     f.line);
+            snprintf(buf, sizeof buf, "%sthread %u at %s:%d", shown ? ", " : "", i, t.file,
+                     t.line);
         s += buf;
         shown++;
         i = j;
@@ -224,25 +289,25 @@ static void release_barrier(block_run &B)
     int line = 0;
     bool diverged = false;
     for (unsigned i = 0; i < B.n; i++) {
-        fiber &f = W.fibers[i];
-        if (f.state != F_BAR)
+        thread_state &t = W.th[i];
+        if (t.state != T_BAR)
             continue;
         if (!file)
-            file = f.file, line = f.line;
-        else if (f.line != line || (f.file != file && strcmp(f.file, file) != 0))
+            file = t.file, line = t.line;
+        else if (t.line != line || (t.file != file && strcmp(t.file, file) != 0))
             diverged = true;
     }
     if (diverged) {
         block_fault(file, line, "__syncthreads reached at different call sites (a divergent "
-                    "barrier): %s; %u of %u threads have exited", sites(F_BAR).c_str(),
+                    "barrier): %s; %u of %u threads have exited", sites(T_BAR).c_str(),
                     B.n - B.alive, B.n);
         return;
     }
     if (B.alive < B.n) /* reported once per barrier */
         exited_at_barrier(file, line, B.n - B.alive, B.n);
     for (unsigned i = 0; i < B.n; i++)
-        if (W.fibers[i].state == F_BAR)
-            W.fibers[i].state = F_READY;
+        if (W.th[i].state == T_BAR)
+            W.th[i].state = T_READY;
     B.at_bar = 0;
 }
 
@@ -250,7 +315,7 @@ static void thread_exit(void)
 {
     block_run &B = *W.B;
     unsigned i = W.cur, w = i / 32, lane = i % 32;
-    W.fibers[i].state = F_DONE;
+    W.th[i].state = T_DONE;
     B.alive--;
     warp_state &ws = B.warps[w];
     ws.exited |= 1u << lane;
@@ -258,43 +323,91 @@ static void thread_exit(void)
         if (g.mask >> lane & 1) {
             block_fault(g.file, g.line, "lane %u exited while lanes 0x%08x wait in %s here, "
                         "with a mask (0x%08x) that names it", lane, g.arrived,
-                        op_name(W.fibers[w * 32 + (unsigned)__builtin_ctz(g.arrived)].op),
-                        g.mask);
+                        op_name(W.th[w * 32 + (unsigned)__builtin_ctz(g.arrived)].op), g.mask);
             return;
         }
     if (B.at_bar && B.at_bar == B.alive)
         release_barrier(B); /* exited threads count as arrived */
 }
 
+static int take_fiber(void);
+
+/* Thread i (not started) runs on fiber f from now on. */
+static void adopt(unsigned i, int f)
+{
+    W.th[i].state = T_READY;
+    W.th[i].fib = f;
+    W.cur = i;
+    set_tid(i);
+    W.runs++;
+}
+
+/* The running thread waits (SW_WAIT: it keeps its fiber), is done (SW_PARK: its fiber is
+ * free) or stopped by a fault (SW_LOST: its fiber is abandoned). The next thread the
+ * scheduler would visit that can run runs now, switched to directly (a thread not started
+ * gets a free fiber, perhaps this one); with none, back to the scheduler. Returns when the
+ * running fiber is given a thread again. */
+static void switch_out(int how)
+{
+    int me = W.running;
+    if (how == SW_PARK)
+        W.free_fibers.push_back(me);
+    int target = -1;
+    while (!W.B->fault && W.pos < W.seq.size()) {
+        unsigned j = W.seq[W.pos++];
+        thread_state &t = W.th[j];
+        if (t.state == T_READY) {
+            W.cur = j;
+            set_tid(j);
+            W.runs++;
+            target = t.fib;
+            break;
+        }
+        if (t.state == T_NEW) {
+            adopt(j, take_fiber());
+            target = t.fib;
+            break;
+        }
+    }
+    if (target == me) /* this fiber, free again, was given the next thread */
+        return;
+    jump_to(target, how == SW_LOST);
+}
+
+/* A fiber runs threads: the one it is given, then, while the next thread of the sweep has not
+ * started, that one, without a switch. */
 static void fiber_entry(bctx::transfer_t t)
 {
-    W.sched = t.fctx;
-#if CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &W.sched_bottom, &W.sched_size);
-#endif
-    (*W.body)();
-    thread_exit();
-    to_sched(true);
-    abort(); /* never resumed */
+    landed(t, NULL);
+    for (;;) {
+        (*W.body)();
+        int me = W.running;
+        thread_exit();
+        if (!W.B->fault && W.pos < W.seq.size() && W.th[W.seq[W.pos]].state == T_NEW) {
+            adopt(W.seq[W.pos++], me);
+            continue;
+        }
+        switch_out(SW_PARK);
+    }
 }
 
 /* ---- what kernels call ---------------------------------------------------------------------- */
 
 void syncthreads(const char *file, int line)
 {
-    if (!W.B) {
+    if (!W_ || !W.B) {
         report_error(file, line, "__syncthreads outside a kernel");
         return;
     }
     block_run &B = *W.B;
-    fiber &f = W.fibers[W.cur];
-    f.state = F_BAR;
-    f.file = file, f.line = line;
+    thread_state &t = W.th[W.cur];
+    t.state = T_BAR;
+    t.file = file, t.line = line;
     if (++B.at_bar == B.alive)
         release_barrier(B);
     if (B.fault)
         fiber_abort();
-    to_sched(false);
+    switch_out(SW_WAIT);
 }
 
 /* The lanes of group g (index gi of warp w) have all arrived: each gets its result. */
@@ -302,12 +415,12 @@ static void complete(block_run &B, unsigned w, size_t gi)
 {
     warp_state &ws = B.warps[w];
     group g = ws.groups[gi];
-    fiber *lanes = &W.fibers[w * 32];
+    thread_state *lanes = &W.th[w * 32];
     bool sync0 = lanes[__builtin_ctz(g.mask)].op == SYNCWARP;
     for (unsigned l = 0; l < 32; l++) {
         if (!(g.mask >> l & 1))
             continue;
-        fiber &x = lanes[l];
+        thread_state &x = lanes[l];
         if ((x.op == SYNCWARP) != sync0) {
             block_fault(x.file, x.line, "lanes of mask 0x%08x meet in __syncwarp and in a "
                         "shuffle (%s:%d and %s:%d)", g.mask, x.file, x.line, g.file, g.line);
@@ -335,7 +448,7 @@ static void complete(block_run &B, unsigned w, size_t gi)
     }
     for (unsigned l = 0; l < 32; l++)
         if (g.mask >> l & 1)
-            lanes[l].state = F_READY;
+            lanes[l].state = T_READY;
     ws.groups.erase(ws.groups.begin() + (long)gi);
 }
 
@@ -343,7 +456,7 @@ uint64_t warp_sync(unsigned mask, uint64_t v, int op, int arg, int width, const 
                    int line)
 {
     const char *what = op_name(op);
-    if (!W.B) {
+    if (!W_ || !W.B) {
         report_error(file, line, "%s outside a kernel", what);
         return v;
     }
@@ -379,28 +492,28 @@ uint64_t warp_sync(unsigned mask, uint64_t v, int op, int arg, int width, const 
         block_fault(file, line, "%s with mask 0x%08x, but lanes 0x%08x of this warp wait in %s "
                     "at %s:%d with mask 0x%08x (the lanes of a mask must pass the same mask)",
                     what, mask, g.arrived,
-                    op_name(W.fibers[w * 32 + (unsigned)__builtin_ctz(g.arrived)].op), g.file,
+                    op_name(W.th[w * 32 + (unsigned)__builtin_ctz(g.arrived)].op), g.file,
                     g.line, g.mask);
         fiber_abort();
     }
-    fiber &f = W.fibers[i];
-    f.val = v, f.op = op, f.arg = arg, f.width = width;
-    f.state = F_WARP;
-    f.file = file, f.line = line;
+    thread_state &t = W.th[i];
+    t.val = v, t.op = op, t.arg = arg, t.width = width;
+    t.state = T_WARP;
+    t.file = file, t.line = line;
     ws.groups[gi].arrived |= 1u << lane;
     if (ws.groups[gi].arrived == mask)
         complete(B, w, gi);
     if (B.fault)
         fiber_abort();
-    to_sched(false);
-    return f.result;
+    switch_out(SW_WAIT);
+    return W.th[i].result;
 }
 
 void *dyn_smem(void) { return W.dyn; }
 
 void shared_decl(void *p, size_t bytes, const char *file, int line)
 {
-    if (!W.B)
+    if (!W_ || !W.B)
         return;
     size_t k = 0;
     while (k < W.statics.size() && W.statics[k].first != p)
@@ -427,23 +540,29 @@ static size_t stack_bytes(void)
     return (size_t)env_int("CUEMU_STACK_KB", CUEMU_ASAN ? 256 : 64) << 10;
 }
 
-static void ensure_fibers(unsigned n)
+/* A free fiber: a parked one, or a new one. */
+static int take_fiber(void)
 {
-    size_t sz = stack_bytes(), pg = (size_t)sysconf(_SC_PAGESIZE);
-    while (W.fibers.size() < n) {
-        fiber f;
-        memset(&f, 0, sizeof f);
-        void *m = mmap(NULL, sz + pg, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-        if (m == MAP_FAILED) {
-            perror("cuemu: mmap of a fiber stack");
-            abort();
-        }
-        mprotect(m, pg, PROT_NONE); /* an overflow faults instead of corrupting */
-        f.stack = (char *)m + pg;
-        f.size = sz;
-        W.fibers.push_back(f);
+    if (!W.free_fibers.empty()) {
+        int f = W.free_fibers.back();
+        W.free_fibers.pop_back();
+        return f;
     }
+    size_t sz = stack_bytes(), pg = (size_t)sysconf(_SC_PAGESIZE);
+    fiber f;
+    memset(&f, 0, sizeof f);
+    void *m = mmap(NULL, sz + pg, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (m == MAP_FAILED) {
+        perror("cuemu: mmap of a fiber stack");
+        abort();
+    }
+    mprotect(m, pg, PROT_NONE); /* an overflow faults instead of corrupting */
+    f.stack = (char *)m + pg;
+    f.size = sz;
+    f.fresh = true;
+    W.fibers.push_back(f);
+    return (int)W.fibers.size() - 1;
 }
 
 enum { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
@@ -488,11 +607,13 @@ static const schedule &sched_of(void)
     return s;
 }
 
-static void permute(std::vector<unsigned> &v, unsigned n, const schedule &s, uint64_t salt)
+/* v = base + 0, ..., base + n - 1 in the schedule's order. */
+static void permute(std::vector<unsigned> &v, unsigned base, unsigned n, const schedule &s,
+                    uint64_t salt)
 {
     v.resize(n);
     for (unsigned i = 0; i < n; i++)
-        v[i] = s.order == ORDER_REVERSE ? n - 1 - i : i;
+        v[i] = base + (s.order == ORDER_REVERSE ? n - 1 - i : i);
     if (s.order != ORDER_RANDOM)
         return;
     uint64_t x = (s.seed + 1) * 0x9E3779B97F4A7C15ull ^ (bid_.x * 0xBF58476D1CE4E5B9ull) ^
@@ -503,43 +624,47 @@ static void permute(std::vector<unsigned> &v, unsigned n, const schedule &s, uin
     }
 }
 
-static bool resume(block_run &B, unsigned i)
+/* Runs thread i, if it can run (starting it on a free fiber if it has not started); the
+ * fibers then run the next threads of W.seq themselves, until none can run. */
+static void visit(block_run &B, unsigned i)
 {
-    fiber &f = W.fibers[i];
-    if (f.state != F_READY || B.fault)
-        return false;
-    W.cur = i;
-    set_tid(i);
-#if CUEMU_ASAN
-    void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, f.stack, f.size);
-#endif
-    bctx::transfer_t t = bctx::jump_fcontext(f.ctx, NULL);
-    f.ctx = t.fctx;
-#if CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
-#endif
-    return true;
+    thread_state &t = W.th[i];
+    if (B.fault || (t.state != T_NEW && t.state != T_READY))
+        return;
+    if (t.state == T_NEW) {
+        adopt(i, take_fiber());
+    } else {
+        W.cur = i;
+        set_tid(i);
+        W.runs++;
+    }
+    jump_to(t.fib, false);
 }
 
 static void deadlock(block_run &B)
 {
     unsigned first = 0;
-    while (first < B.n && W.fibers[first].state == F_DONE)
+    while (first < B.n && W.th[first].state == T_DONE)
         first++;
     W.cur = first;
     set_tid(first);
-    std::string bar = sites(F_BAR), warp = sites(F_WARP);
-    block_fault(W.fibers[first].file, W.fibers[first].line, "deadlock: every live thread "
-                "waits and none can go on (%u of %u threads have exited)%s%s%s%s", B.n - B.alive,
-                B.n, bar.empty() ? "" : "; in __syncthreads: ", bar.c_str(),
+    std::string bar = sites(T_BAR), warp = sites(T_WARP);
+    block_fault(W.th[first].file, W.th[first].line, "deadlock: every live thread waits and none "
+                "can go on (%u of %u threads have exited)%s%s%s%s", B.n - B.alive, B.n,
+                bar.empty() ? "" : "; in __syncthreads: ", bar.c_str(),
                 warp.empty() ? "" : "; in warp operations: ", warp.c_str());
+}
+
+/* Visits W.seq from its start; the fibers may move W.pos on themselves. */
+static void sweep(block_run &B)
+{
+    for (W.pos = 0; W.pos < W.seq.size() && !B.fault;)
+        visit(B, W.seq[W.pos++]);
 }
 
 static void run_block(block_run &B)
 {
     const schedule &s = sched_of();
-    ensure_fibers(B.n);
     unsigned nw = (B.n + 31) / 32;
     B.warps.assign(nw, warp_state());
     for (unsigned w = 0; w < nw; w++) {
@@ -547,41 +672,45 @@ static void run_block(block_run &B)
         B.warps[w].exists = nl == 32 ? 0xffffffffu : (1u << nl) - 1;
         B.warps[w].exited = 0;
     }
+    W.th.resize(B.n);
     for (unsigned i = 0; i < B.n; i++) {
-        fiber &f = W.fibers[i];
-        f.ctx = bctx::make_fcontext(f.stack + f.size, f.size, fiber_entry);
-        f.state = F_READY;
-        f.file = NULL, f.line = 0;
+        W.th[i].state = T_NEW;
+        W.th[i].fib = -1;
+        W.th[i].file = NULL, W.th[i].line = 0;
     }
     W.B = &B;
-    std::vector<unsigned> order, lanes;
+    W.running = -1;
+    std::vector<unsigned> warps;
     for (uint64_t pass = 0; B.alive > 0 && !B.fault; pass++) {
-        bool ran = false;
+        uint64_t before = W.runs;
         if (!s.by_warp) {
-            permute(order, B.n, s, pass);
-            for (unsigned k = 0; k < B.n && !B.fault; k++)
-                ran |= resume(B, order[k]);
+            permute(W.seq, 0, B.n, s, pass);
+            sweep(B);
         } else {
-            permute(order, nw, s, pass);
+            permute(warps, 0, nw, s, pass);
             for (unsigned k = 0; k < nw && !B.fault; k++) {
-                unsigned w = order[k], nl = B.n - w * 32 < 32 ? B.n - w * 32 : 32;
-                for (bool more = true; more && !B.fault;) {
-                    more = false;
-                    permute(lanes, nl, s, pass * 64 + k);
-                    for (unsigned l = 0; l < nl && !B.fault; l++)
-                        more |= resume(B, w * 32 + lanes[l]);
-                    ran |= more;
+                unsigned w = warps[k], nl = B.n - w * 32 < 32 ? B.n - w * 32 : 32;
+                for (uint64_t r = W.runs - 1; r != W.runs && !B.fault;) { /* until it stops */
+                    r = W.runs;
+                    permute(W.seq, w * 32, nl, s, pass * 64 + k);
+                    sweep(B);
                 }
             }
         }
-        if (!ran && !B.fault)
+        if (W.runs == before && !B.fault)
             deadlock(B);
     }
-#if CUEMU_ASAN
-    if (B.fault) /* frames left on abandoned stacks keep their poison: clear it for reuse */
-        for (unsigned i = 0; i < B.n; i++)
-            ASAN_UNPOISON_MEMORY_REGION(W.fibers[i].stack, W.fibers[i].size);
+    W.seq.clear();
+    if (B.fault) { /* threads stopped mid-way: their fibers start anew */
+        W.free_fibers.clear();
+        for (size_t f = 0; f < W.fibers.size(); f++) {
+            W.fibers[f].fresh = true;
+            W.free_fibers.push_back((int)f);
+#if CUEMU_ASAN /* the frames left there keep their poison */
+            ASAN_UNPOISON_MEMORY_REGION(W.fibers[f].stack, W.fibers[f].size);
 #endif
+        }
+    }
     W.B = NULL;
 }
 
@@ -616,6 +745,10 @@ static void run_grid(const launch_desc &d, const std::function<void()> &body)
     for (long long lb = 0; lb < nb; lb++) {
         if (bad.load(std::memory_order_relaxed))
             continue;
+        if (!W_) {
+            (void)&reaper; /* registers the thread's reaper */
+            W_ = new worker();
+        }
         W.L = &d;
         W.body = &body;
         gdim_ = g;
@@ -635,7 +768,7 @@ static void run_grid(const launch_desc &d, const std::function<void()> &body)
             bad = true;
     }
 #if CUEMU_ASAN
-    if (W.dyn) /* the host thread may touch it next (a kernel's shared memory no longer) */
+    if (W_ && W.dyn) /* the host thread may use that memory next: not shared memory now */
         ASAN_UNPOISON_MEMORY_REGION(W.dyn, W.dyn_cap);
 #endif
 }
