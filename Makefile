@@ -275,6 +275,8 @@ CUEMU_SRC   := $(sort $(wildcard $(TOP)/tests/cuemu/src/*.cpp))
 CUEMU_TESTS := $(if $(CUEMU),$(B)/tests/cuemu-selftest)
 CUEMU_B     := $(TOP)/build/cuemu
 CUEMU_SAN_B := $(TOP)/build/cuemu-address-undefined
+# The two builds in parallel even under a plain `make check-cuemu` (a -j of the caller wins).
+CUEMU_J      = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 
 $(OBJ)/cuemu/%.o: $(TOP)/tests/cuemu/src/%.cpp
 	@mkdir -p $(@D)
@@ -299,15 +301,16 @@ $(B)/tests/cuemu-selftest: $(OBJ)/cuemu/selftest.o $(CUEMU_LIB)
 	$(Q)$(CXX) $(LDFLAGS) $< $(CUDA_LIBS) -o $@
 
 check-cuemu: deps-check
-	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) all tests >/dev/null
-	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) all tests >/dev/null
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
 	  $(CUEMU_SAN_B)/tests/tupe-parity $(CUEMU_SAN_B)/tests/cuemu-selftest >/dev/null
 	@TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) CUEMU_BUILD=$(CUEMU_B) CUEMU_SAN_BUILD=$(CUEMU_SAN_B) \
 	  $(TOP)/tests/cuemu/run.sh
 
 check-cuemu-mutants: deps-check
-	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) \
-	  $(CUEMU_B)/tests/tupe-parity cuemu-mutants-run
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) \
+	  $(CUEMU_B)/tests/tupe-parity
+	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) cuemu-mutants-run
 
 # (in the CUDA=emu configuration: the mutants are compiled and linked as its kernels are)
 cuemu-mutants-run:
