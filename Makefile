@@ -134,7 +134,8 @@ else
 endif
 
 # ---- sources: discovered, so that a new module is a new file and nothing else -----------------
-LIB_SRC   := $(sort $(wildcard $(TOP)/lib/*.c))
+# lib/ has one folder per layer (lib/README.md); its headers are included as "layer/name.h".
+LIB_SRC   := $(sort $(wildcard $(TOP)/lib/*/*.c))
 CU_SRC    := $(if $(filter 1,$(HAVE_CUDA)),$(sort $(wildcard $(TOP)/kernels/*.cu)))
 CMD_SRC   := $(sort $(wildcard $(TOP)/cmd/tupe-*.c))
 UNIT_SRC  := $(sort $(wildcard $(TOP)/tests/unit/test_*.c))
@@ -164,7 +165,7 @@ info:
 	@echo "  programs: $(PROGNAMES)"
 
 # The CPU backend's AdamW and LayerNorm loops vectorize only when sqrt need not set errno.
-$(OBJ)/lib/backend_cpu.o: CFLAGS += -fno-math-errno
+$(OBJ)/lib/backend/backend_cpu.o: CFLAGS += -fno-math-errno
 
 $(OBJ)/lib/%.o: $(TOP)/lib/%.c
 	@mkdir -p $(@D)
@@ -374,12 +375,17 @@ BASHDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHDIR   := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 PCDIR    := $(LIBDIR)/pkgconfig
 
+# The public headers: those the programs include, and what they include in turn (the compiler
+# lists them), installed in their layer folders as in lib/. The others are the library's own.
+PUBLIC_HDR = $(sort $(patsubst $(TOP)/lib/%,%,$(filter $(TOP)/lib/%,\
+               $(shell $(CC) $(CPPFLAGS) -MM $(CMD_SRC) | tr -s ' \\' '\n\n'))))
+
 # Written at install time, so that it always carries the PREFIX of this install.
 define write_pc
 	@{ echo "prefix=$(PREFIX)"; echo 'libdir=$${prefix}/lib'; echo 'includedir=$${prefix}/include'; echo; \
 	   echo "Name: tupe"; echo "Description: TUPE pre-training toolkit core library (libtupe)"; \
 	   echo "Version: $(VERSION)"; \
-	   echo 'Cflags: -I$${includedir} -fopenmp -pthread'; \
+	   echo 'Cflags: -I$${includedir} -I$${includedir}/tupe -fopenmp -pthread'; \
 	   echo 'Libs: -L$${libdir} -ltupe $(strip $(PKG_LIBS) -lm $(CUDA_LIBS) $(MPI_LIBS)) -fopenmp -pthread'; } > $(1)
 endef
 
@@ -388,7 +394,7 @@ install: all
 	  $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man7
 	$(if $(PROGS),install -m 755 $(PROGS) $(BINDIR)/)
 	install -m 644 $(LIBTUPE) $(LIBDIR)/
-	install -m 644 $(TOP)/lib/*.h $(INCDIR)/
+	for h in $(PUBLIC_HDR); do install -D -m 644 $(TOP)/lib/$$h $(INCDIR)/$$h; done
 	$(call write_pc,$(PCDIR)/tupe.pc)
 	for m in $(MANPAGES); do install -m 644 $$m $(MANDIR)/man$${m##*.}/; done
 	cp -R $(TOP)/share/tupe/. $(SHAREDIR)/

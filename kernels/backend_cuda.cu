@@ -1,9 +1,10 @@
-/* The CUDA backend (lib/backend.h, lib/backend_cuda.h): `cuda` (fp32 storage) and `cuda-bf16`
- * (bf16 real buffers, fp32 wide buffers). The kernels are written once over the storage type T
- * (float or __nv_bfloat16); arithmetic inside them is fp32, reductions that return a value to
- * the host are double. Every matrix product goes through cuBLASLt with fp32 accumulation.
+/* The CUDA backend (lib/backend/backend.h, lib/backend/backend_cuda.h): `cuda` (fp32 storage)
+ * and `cuda-bf16` (bf16 real buffers, fp32 wide buffers). The kernels are written once over the
+ * storage type T (float or __nv_bfloat16); arithmetic inside them is fp32, reductions that
+ * return a value to the host are double. Every matrix product goes through cuBLASLt with fp32
+ * accumulation.
  *
- * Semantics follow lib/backend_cpu.c operation by operation (the CPU backend is the
+ * Semantics follow lib/backend/backend_cpu.c operation by operation (the CPU backend is the
  * reference): the same accumulate-or-overwrite rules, the same dropout decisions (pointwise.h,
  * indexed by the same logical element numbers), padded keys masked, [CLS] reset, bucket
  * gathers. Where the CPU computes only the unmasked part of a product (keys j < length), this
@@ -40,9 +41,9 @@
 #endif
 
 extern "C" {
-#include "backend.h"
+#include "backend/backend.h"
 }
-#include "backend_cuda.h"
+#include "backend/backend_cuda.h"
 
 typedef __nv_bfloat16 bf16;
 

@@ -16,12 +16,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "backend.h"
-#include "cli.h"
-#include "model.h"
-#include "optim.h"
-#include "progress.h"
-#include "rng.h"
+#include "backend/backend.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "cli/cli.h"
+#include "model/model.h"
+#include "model/optim.h"
 
 void openblas_set_num_threads(int num_threads);
 

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checksum.h"
-#include "fileio.h"
-#include "tokstream.h"
+#include "base/checksum.h"
+#include "base/fileio.h"
+#include "text/tokstream.h"
 
 typedef struct ent {
     uint64_t h;

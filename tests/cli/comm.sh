@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel collectives (lib/comm.c): alone, under `mpirun -np 2`, and the error for a
+# Data-parallel collectives (lib/train/comm.c): alone, under `mpirun -np 2`, and the error for a
 # world size that no launcher backs.
 . "$(dirname "$0")/lib.sh"
 P=$TUPE_BUILD/tests/tupe-commtest

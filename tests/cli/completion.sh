@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bash completion script, driven the way bash drives it (COMP_WORDS/COMP_CWORD), against
-# a program built on lib/cli.c; with the bash-completion package when it is installed.
+# a program built on lib/cli/cli.c; with the bash-completion package when it is installed.
 . "$(dirname "$0")/lib.sh"
 cp "$TESTTOOL" "$T/tupe-testtool"
 export PATH="$T:$PATH"

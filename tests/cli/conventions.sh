@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shared CLI conventions, end to end through a program built on lib/cli.c:
+# The shared CLI conventions, end to end through a program built on lib/cli/cli.c:
 # --help/--version on stdout with exit 0, usage errors with exit 2, "prog: file: place: message"
 # errors with the documented exit codes, '-' for stdin/stdout, help and completion from one table.
 . "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nothing is lost: runs killed with SIGKILL (TUPE_FAULT, lib/fault.h) while they write a
+# Nothing is lost: runs killed with SIGKILL (TUPE_FAULT, lib/base/fault.h) while they write a
 # checkpoint, a vocabulary or shards leave the previous complete outputs intact and loadable,
 # and `tupe-pretrain --resume` continues to the same weights as a run never killed; a full disk
 # is a clear error (exit 74) with no partial output in place; unreadable inputs give the exit

@@ -8,8 +8,11 @@ P=$T/prefix
 run mk install PREFIX=$P
 [ $rc = 0 ]
 verdict "make install PREFIX=... succeeds"
-[ -f $P/lib/libtupe.a ] && [ -f $P/include/tupe/safetensors.h ] && [ -f $P/lib/pkgconfig/tupe.pc ]
+[ -f $P/lib/libtupe.a ] && [ -f $P/include/tupe/formats/safetensors.h ] && [ -f $P/lib/pkgconfig/tupe.pc ]
 verdict "library, headers, pkg-config file installed"
+[ -f $P/include/tupe/model/model.h ] && [ -f $P/include/tupe/base/error.h ] && [ ! -e $P/include/tupe/data/framepool.h ] && \
+    [ -z "$(find $P/include/tupe -maxdepth 1 -type f)" ]
+verdict "public headers in their layer folders, the library's own left out"
 [ -f $P/share/man/man7/tupe.7 ] && [ -f $P/share/man/man5/tupe-formats.5 ]
 verdict "man pages installed by section"
 [ -f $P/share/bash-completion/completions/tupe ] && [ -f $P/share/zsh/site-functions/_tupe ]
@@ -26,8 +29,9 @@ done
 
 cat >$T/hello.c <<'C'
 #include <stdio.h>
-#include <tupe/checksum.h>
-#include <tupe/error.h>
+#include <tupe/base/checksum.h>
+#include <tupe/base/error.h>
+#include <tupe/model/model.h>
 int main(void)
 {
     tupe_err e;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The backend parity tool of tests/gpu/run.sh, run here on the CPU (cpu against cpu64) so that
-# the harness itself is tested where no GPU is: every operation of lib/backend.h, a training
+# the harness itself is tested where no GPU is: every operation of lib/backend/backend.h, a training
 # step of each variant, a short loss curve; one PARITY line per comparison, a SUMMARY line, and
 # the exit status.
 . "$(dirname "$0")/lib.sh"

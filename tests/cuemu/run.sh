@@ -6,7 +6,7 @@
 #   selftest            the emulator's own tests (cuemu-selftest)
 #   guard               without CUEMU=1 the programs see no GPU: --device auto computes on the
 #                       CPU with its notice, --device cuda is a usage error that says why
-#   ops-DEV             every operation of lib/backend.h (tupe-parity ops), full shapes, the
+#   ops-DEV             every operation of lib/backend/backend.h (tupe-parity ops), full shapes, the
 #                       default schedule; every product through cuBLASLt
 #   ops-warps-DEV       the same with one warp running ahead (CUEMU_SCHEDULE=warps-reverse):
 #                       a missing __syncthreads shows

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 
 void fuzz_fail(const char *file, int line, const char *what)
 {

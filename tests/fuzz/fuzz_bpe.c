@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpe.h"
+#include "text/bpe.h"
 #include "fuzz.h"
-#include "vocab.h"
+#include "text/vocab.h"
 
 static void segment_words(const tupe_bpe *b, const tupe_vocab *v, const uint8_t *d, size_t n)
 {

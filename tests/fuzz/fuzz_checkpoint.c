@@ -10,14 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "byteorder.h"
-#include "checkpoint.h"
-#include "fileio.h"
+#include "backend/backend.h"
+#include "base/byteorder.h"
+#include "base/fileio.h"
+#include "model/checkpoint.h"
 #include "fuzz.h"
-#include "model.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
+#include "model/model.h"
+#include "model/optim.h"
 
 #define MAX_PARAMS (1u << 18)
 

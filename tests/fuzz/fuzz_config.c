@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "model/config.h"
 #include "fuzz.h"
-#include "params.h"
+#include "model/params.h"
 
 static void same(const tupe_config *a, const tupe_config *b)
 {

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "corpus.h"
+#include "text/corpus.h"
 #include "fuzz.h"
-#include "input.h"
-#include "tokenizer.h"
-#include "unicode.h"
-#include "vocab.h"
+#include "text/input.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
+#include "text/vocab.h"
 
 static const char vocab_txt[] =
     "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nof\nand\na\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm\nn\no\n"

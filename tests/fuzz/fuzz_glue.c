@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "glue.h"
+#include "glue/glue.h"
 
 static void skip_cb(void *ctx, const char *path, uint64_t line, const char *why)
 {

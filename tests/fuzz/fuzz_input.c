@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "input.h"
+#include "text/input.h"
 
 #define CAP ((size_t)8 << 20)
 

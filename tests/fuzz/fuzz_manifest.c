@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "pack.h"
-#include "shard.h"
+#include "data/pack.h"
+#include "data/shard.h"
 
 static void check_meta(const tupe_shard_meta *m)
 {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "byteorder.h"
+#include "base/byteorder.h"
 #include "fuzz.h"
-#include "megatron.h"
+#include "data/megatron.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

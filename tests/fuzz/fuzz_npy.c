@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "npy.h"
+#include "formats/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #define MAX_READ (1u << 20)
 

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "byteorder.h"
-#include "checksum.h"
+#include "base/byteorder.h"
+#include "base/checksum.h"
 #include "fuzz.h"
-#include "pack.h"
-#include "shard.h"
-#include "shardread.h"
+#include "data/pack.h"
+#include "data/shard.h"
+#include "data/shardread.h"
 
 static void fix_checks(unsigned char *d, size_t n)
 {

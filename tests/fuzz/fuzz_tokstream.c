@@ -6,11 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "byteorder.h"
-#include "checksum.h"
-#include "fileio.h"
+#include "base/byteorder.h"
+#include "base/checksum.h"
+#include "base/fileio.h"
 #include "fuzz.h"
-#include "tokstream.h"
+#include "text/tokstream.h"
 
 /* Recompute the checks of a buffer laid out as a token stream, as far as its layout goes. */
 static void fix_checks(unsigned char *d, size_t n)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));

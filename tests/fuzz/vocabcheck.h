@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checksum.h"
+#include "base/checksum.h"
+#include "base/fileio.h"
 #include "fuzz.h"
-#include "unicode.h"
-#include "vocab.h"
+#include "text/unicode.h"
+#include "text/vocab.h"
 
 static void vocab_check(const tupe_vocab *v)
 {

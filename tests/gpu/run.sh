@@ -6,7 +6,7 @@
 #   env      nvidia-smi, driver and runtime versions
 #   build    make CUDA=1 (sm_80 + sm_90) of the programs and the test tools, or, where this
 #            machine lacks the libraries, the bundle tests/gpu/bundle.sh made (build/gpu)
-#   ops      every operation of lib/backend.h on random inputs (T = 77, padded sequences,
+#   ops      every operation of lib/backend/backend.h on random inputs (T = 77, padded sequences,
 #            H = 12, dh = 64), and shapes at the launch limits: cuda vs cpu, then cuda-bf16 vs
 #            cpu; one line per output, and which products cuBLASLt had no algorithm for (they
 #            ran through cuBLAS's GEMM: a "GEMM" line)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generate lib/colormap_tables.c: the 256-entry RGB tables of viridis and coolwarm, exactly as
-matplotlib holds them (the listed viridis table, CC0, by N. Smith, S. van der Walt and
+"""Generate lib/viz/colormap_tables.c: the 256-entry RGB tables of viridis and coolwarm, exactly
+as matplotlib holds them (the listed viridis table, CC0, by N. Smith, S. van der Walt and
 E. Firing; coolwarm, K. Moreland's diverging map "Diverging Color Maps for Scientific
 Visualization" (2009), as matplotlib samples it to 256 entries; matplotlib licence).
 Package: matplotlib (PyPI)."""
@@ -28,7 +28,7 @@ def main():
             out.append("    {%.9gf, %.9gf, %.9gf}," % (r, g, b))
         out.append("};")
         out.append("")
-    with open(os.path.join(ROOT, "lib", "colormap_tables.c"), "w") as f:
+    with open(os.path.join(ROOT, "lib", "viz", "colormap_tables.c"), "w") as f:
         f.write("\n".join(out))
 
 

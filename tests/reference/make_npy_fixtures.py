@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fixtures for lib/npy.c: arrays saved by numpy.save. tests/unit/test_npy.c reads them and
+"""Fixtures for lib/formats/npy.c: arrays saved by numpy.save. tests/unit/test_npy.c reads them and
 writes the same arrays itself, which must give the same bytes.
 
 Writes tests/fixtures/npy/{f4_2x3x4,i8_5,f2_scalar,u2_7,f4_0,f8_3x2,u1_4}.npy with values

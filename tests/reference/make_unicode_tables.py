@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unicode tables of the `hf` normalization profile, probed from Hugging Face `tokenizers`.
 
-Writes lib/unicode_tables.inc (C data included by lib/unicode.c only; layout in lib/unicode.h).
+Writes lib/text/unicode_tables.inc (C data included by lib/text/unicode.c only; layout in
+lib/text/unicode.h).
 
 Hugging Face's BertNormalizer and BertPreTokenizer classify characters with tables of
 several Unicode versions at once (Unicode 9.0 for punctuation, control, Mn and NFD; the
@@ -19,7 +20,7 @@ range). Rather than rebuild that mix from UnicodeData files, this script asks th
       whether Unicode 9.0 NFD reorders c, i.e. whether its combining class is non-zero
 
 Everything a single character does is then exact. The only effect that spans characters is
-canonical reordering inside NFD; lib/unicode.c reproduces it with the combining classes
+canonical reordering inside NFD; lib/text/unicode.c reproduces it with the combining classes
 written here (the values themselves come from Python's unicodedata, which agrees with any
 later Unicode version because combining classes never change once assigned).
 
@@ -34,7 +35,7 @@ import tokenizers
 from tokenizers import normalizers, pre_tokenizers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OUT = os.path.join(ROOT, "lib", "unicode_tables.inc")
+OUT = os.path.join(ROOT, "lib", "text", "unicode_tables.inc")
 
 F_WS, F_PUNCT, F_ISOLATE, F_DELETE, F_HANGUL, F_KEEPCCC, F_MN = 1, 2, 4, 8, 16, 32, 64
 BLOCK = 128

@@ -1,11 +1,11 @@
-/* Checks the collectives of lib/comm.c from inside a job: run it under `mpirun -np N` (or
+/* Checks the collectives of lib/train/comm.c from inside a job: run it under `mpirun -np N` (or
  * alone). Every rank computes what each collective must return and exits 1 on a mismatch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "train/comm.h"
 
 int main(void)
 {

@@ -7,9 +7,9 @@
  * comparison fails, 2 on a usage or setup error.
  *
  *   tupe-parity ops   --ref cpu --dev cuda [--small] [--only GROUP]
- *                     every operation of lib/backend.h (GROUP: memory, gemm, linear, act, ln,
- *                     embed, attn, pos, heads, adamw; and limits, only when named: shapes at
- *                     the CUDA backend's launch limits)
+ *                     every operation of lib/backend/backend.h (GROUP: memory, gemm, linear,
+ *                     act, ln, embed, attn, pos, heads, adamw; and limits, only when named:
+ *                     shapes at the CUDA backend's launch limits)
  *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
  *                     one training step: loss, logits, gradient norm, every parameter gradient
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
@@ -27,13 +27,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #if defined(TUPE_HAVE_CUDA)
-#include "backend_cuda.h"
+#include "backend/backend_cuda.h"
 #endif
-#include "config.h"
-#include "model.h"
-#include "optim.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/optim.h"
 
 /* ---- pseudo-random inputs --------------------------------------------------------------- */
 

@@ -1,8 +1,8 @@
 /* BPE: fastBPE's application rule (the lowest-ranked pair, every occurrence left to right,
  * repeat), the fairseq dictionary layout, the word cache, and malformed codes and dicts. */
-#include "bpe.h"
+#include "text/bpe.h"
 #include "unit.h"
-#include "vocab.h"
+#include "text/vocab.h"
 
 static const char *codes = "l l 9\nh e 8\nhe ll 7\nhell o</w> 6\n";
 static const char *dict = "hello 50\nhell@@ 20\nll@@ 10\no 5\nl 4\nh@@ 1\n";

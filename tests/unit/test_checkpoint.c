@@ -1,10 +1,10 @@
 /* Checkpoints: a bit-exact round trip of parameters, optimizer moments and training state,
  * training that continues identically after a reload, and refusal of corrupt or mismatched
  * checkpoints with the tensor named. */
-#include "backend.h"
-#include "checkpoint.h"
-#include "fileio.h"
-#include "safetensors.h"
+#include "backend/backend.h"
+#include "base/fileio.h"
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
 #include "unit.h"
 
 static tupe_backend *be;

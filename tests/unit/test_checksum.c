@@ -1,6 +1,6 @@
 /* XXH3-64 against the published vectors of xxHash's own self-test (xxhsum's sanity check:
  * a buffer filled by byte = (gen >> 56), gen *= PRIME64, gen starting at PRIME32). */
-#include "checksum.h"
+#include "base/checksum.h"
 #include "unit.h"
 
 #define PRIME32 2654435761U

@@ -1,6 +1,6 @@
 /* Model configuration: the presets of share/tupe/models, the JSON round trip, and the errors
  * for bad files (each names the file and what is wrong). */
-#include "config.h"
+#include "model/config.h"
 #include "unit.h"
 
 static void presets(void)

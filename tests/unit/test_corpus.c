@@ -1,9 +1,9 @@
 /* Corpus chunks (whole documents, member offsets, never across members), document framing in
  * each mode, and the ordered pipeline (input order whatever the thread count; errors in input
  * order). */
-#include "corpus.h"
-#include "pipeline.h"
-#include "strtab.h"
+#include "base/strtab.h"
+#include "text/corpus.h"
+#include "text/pipeline.h"
 #include "unit.h"
 
 /* Concatenate the chunks of a corpus, checking that each ends where a document may end. */

@@ -1,6 +1,6 @@
 /* fp16 and bf16 conversions against numpy (fp16) and torch (bf16), bit for bit, on edge cases
  * (overflow, subnormals, ties) and random values. Fixture: make_base_fixtures.py. */
-#include "dtype.h"
+#include "base/dtype.h"
 #include "unit.h"
 
 static void matches_numpy_and_torch(void)

@@ -1,7 +1,7 @@
 /* Error values: formatting with context, wrapping, and the status table. */
 #include <errno.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "unit.h"
 
 static void formats_line(void)

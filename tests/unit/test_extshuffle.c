@@ -1,7 +1,7 @@
 /* The bounded-memory shuffle: the output is the permutation "sorted by (key, index)",
  * identical whatever the memory budget (in memory, a few runs, many runs merged in several
  * passes), and the input order when shuffling is off. */
-#include "extshuffle.h"
+#include "data/extshuffle.h"
 #include "unit.h"
 
 #define REC 40

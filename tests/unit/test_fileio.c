@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "unit.h"
 
 static int count_entries(const char *dir)

@@ -1,7 +1,7 @@
 /* GLUE readers on the real files (../shared/data/glue) with the published row counts, the
  * QQP/MNLI layouts from fixtures, the malformed-row rules, and the leaderboard files. */
-#include "fileio.h"
-#include "glue.h"
+#include "base/fileio.h"
+#include "glue/glue.h"
 #include "unit.h"
 
 static int skips;

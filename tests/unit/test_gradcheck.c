@@ -11,9 +11,9 @@
  *
  * For each tensor we check its largest-gradient elements and random ones (which may have
  * gradient zero, e.g. unused vocabulary rows: then the difference must be zero too). */
-#include "backend.h"
-#include "model.h"
-#include "rng.h"
+#include "backend/backend.h"
+#include "base/rng.h"
+#include "model/model.h"
 #include "unit.h"
 
 typedef struct gcase {

@@ -1,8 +1,8 @@
 /* Heatmap figures: the PNG decodes (libpng, independently of cairo), has the grid's size, is
  * not constant, and its pixels follow the colormap of the matrix values at sampled cells;
  * the SVG is a complete document; the terminal preview uses the same colours. */
-#include "colormap.h"
-#include "heatmap.h"
+#include "viz/colormap.h"
+#include "viz/heatmap.h"
 #include "unit.h"
 
 static void fill(float *v, int n, int k)

@@ -2,12 +2,12 @@
  * wrong, refuses two names for one tensor, follows a Hugging Face index across shards and
  * verifies a checkpoint's hashes; the Hugging Face name of every parameter of every variant
  * is distinct and the documented one. */
-#include "checkpoint.h"
-#include "fileio.h"
-#include "hfbert.h"
-#include "import.h"
-#include "params.h"
-#include "safetensors.h"
+#include "base/fileio.h"
+#include "convert/hfbert.h"
+#include "convert/import.h"
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
+#include "model/params.h"
 #include "unit.h"
 
 static void write_st(const char *path, tupe_stw *w)

@@ -5,11 +5,11 @@
  * relative bias; the paper mode and the averaging rule; the attention maps of inspect.c are the
  * model's probabilities. Parameters are random, LayerNorm and biases included, so no term is
  * trivially zero. (The numpy fixtures are compared end to end in tests/cli/attnviz.sh.) */
-#include "checkpoint.h"
-#include "decomp.h"
-#include "inspect.h"
-#include "params.h"
-#include "poscorr.h"
+#include "model/checkpoint.h"
+#include "model/params.h"
+#include "viz/decomp.h"
+#include "viz/inspect.h"
+#include "viz/poscorr.h"
 #include "unit.h"
 
 enum { NT = 13, SEQ = 16 };

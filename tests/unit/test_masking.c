@@ -1,5 +1,5 @@
 /* MLM masking: rate, 80/10/10 split, targets, reproducibility by (seed, epoch, sample). */
-#include "masking.h"
+#include "train/masking.h"
 #include "unit.h"
 
 enum { MASK = 4, V = 1000 };

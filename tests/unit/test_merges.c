@@ -1,9 +1,9 @@
 /* The merge loop: Hugging Face's own BPE trainer test case (tokenizers' trainer.rs,
  * test_train: the vocabulary and merges it asserts), Sennrich's low/lower/newest/widest in the
  * fastBPE flavour, and the word-count pruning rule. */
-#include "merges.h"
+#include "text/merges.h"
 #include "unit.h"
-#include "wordcount.h"
+#include "text/wordcount.h"
 
 typedef struct problem {
     tupe_strtab strings;

@@ -1,6 +1,6 @@
 /* Metrics against scikit-learn and SciPy (tests/reference/make_glue_fixtures.py), including
  * ties and the degenerate cases (constant predictions, a single class). */
-#include "metrics.h"
+#include "glue/metrics.h"
 #include "unit.h"
 
 static int parse_ints(char *s, int *out, int cap)

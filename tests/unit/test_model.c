@@ -2,9 +2,9 @@
  * spec's table, what each variant adds to the input and to the scores; parameter counts of
  * bert-base against the spec's arithmetic; dropout's rate and its independence from the thread
  * count; batch validation. */
-#include "backend.h"
-#include "model.h"
-#include "rng.h"
+#include "backend/backend.h"
+#include "base/rng.h"
+#include "model/model.h"
 #include "unit.h"
 
 static tupe_backend *backend(int threads)

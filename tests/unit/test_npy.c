@@ -1,5 +1,5 @@
 /* .npy: files saved by numpy load here, and our writer gives numpy's bytes. */
-#include "npy.h"
+#include "formats/npy.h"
 #include "unit.h"
 
 static double fv(int i) { return (i * 7 % 23) - 11 + 0.25 * (i % 4); }

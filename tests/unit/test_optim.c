@@ -1,8 +1,8 @@
 /* AdamW, the schedule and clipping against the model contract's formulas (§5), computed here
  * in double precision on the host for every parameter of a small model. */
-#include "backend.h"
-#include "model.h"
-#include "optim.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "model/optim.h"
 #include "unit.h"
 
 static void schedule(void)

@@ -1,7 +1,7 @@
 /* The packer: every id of every document comes back in order once [CLS], separators and
  * padding are removed; sequence counts, lengths and padding follow the two break modes. */
-#include "pack.h"
-#include "rng.h"
+#include "base/rng.h"
+#include "data/pack.h"
 #include "unit.h"
 
 enum { CLS = 1, SEP = 2, PAD = 0 };

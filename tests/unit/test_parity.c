@@ -5,10 +5,10 @@
  * bias, gradients and parameters max |ours - ref| <= 1e-4 max(1, |ref|); losses 1e-5. */
 #include <jansson.h>
 
-#include "backend.h"
-#include "model.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "backend/backend.h"
+#include "formats/safetensors.h"
+#include "model/model.h"
+#include "model/optim.h"
 #include "unit.h"
 
 static char fixture[4096];

@@ -1,9 +1,9 @@
 /* The per-element math shared with the GPU: the vectorizable exp and erf against libm, GELU
  * and its derivative against the double-precision forms, and the loop-free dropout Philox
  * against philox.h's generator. */
-#include "philox.h"
-#include "pointwise.h"
-#include "rng.h"
+#include "backend/pointwise.h"
+#include "base/philox.h"
+#include "base/rng.h"
 #include "unit.h"
 
 static void expf_accuracy(void)

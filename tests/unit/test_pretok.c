@@ -1,9 +1,9 @@
 /* Normalization and pre-tokenization: the fast path against the step-by-step reference on
  * random text from every script, in every option combination; the BERT rules on examples;
  * invalid UTF-8 under each policy. (Agreement with Hugging Face itself is the parity test.) */
-#include "pretok.h"
-#include "rng.h"
-#include "unicode.h"
+#include "base/rng.h"
+#include "text/pretok.h"
+#include "text/unicode.h"
 #include "unit.h"
 
 /* The words joined by '|' (for readable checks). */

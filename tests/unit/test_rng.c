@@ -2,7 +2,7 @@
  * counter-based streams whatever the thread count. */
 #include <omp.h>
 
-#include "rng.h"
+#include "base/rng.h"
 #include "unit.h"
 
 static void known_answers(void)

@@ -1,8 +1,8 @@
 /* safetensors: files written by Python's `safetensors` load here, files written here are
  * byte-identical to Python's for the same tensors, and malformed headers are refused with a
  * message that names the place. Fixtures: tests/reference/make_base_fixtures.py. */
-#include "dtype.h"
-#include "safetensors.h"
+#include "base/dtype.h"
+#include "formats/safetensors.h"
 #include "unit.h"
 
 static double fval(int i) { return (i * 7 % 23) - 11 + 0.25 * (i % 4); }

@@ -1,7 +1,7 @@
 /* Input sequences: sentences framed [CLS] ... [SEP] with the checkpoint's vocabulary (lowercased,
  * unknown words [UNK]), cut to max_len with [SEP] kept; one sequence per line that is not
  * blank, up to a limit; errors name the file. */
-#include "seqinput.h"
+#include "viz/seqinput.h"
 #include "unit.h"
 
 static tupe_textenc *enc(int lowercase)

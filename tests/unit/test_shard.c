@@ -5,14 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checksum.h"
-#include "megatron.h"
-#include "pack.h"
-#include "rng.h"
-#include "shard.h"
-#include "shardbuild.h"
-#include "shardread.h"
-#include "tokstream.h"
+#include "base/checksum.h"
+#include "base/rng.h"
+#include "data/megatron.h"
+#include "data/pack.h"
+#include "data/shard.h"
+#include "data/shardbuild.h"
+#include "data/shardread.h"
+#include "text/tokstream.h"
 #include "unit.h"
 
 enum { PAD = 0, UNK = 1, CLS = 2, SEP = 3, MASK = 4, VOCAB = 60000 };

@@ -1,13 +1,13 @@
 /* Whole-file conversions: casts round to nearest even and report what they lost (fp16
  * overflow and underflow counted, bf16 within 2^-8), keep the metadata and recompute a
  * checkpoint's hashes so that it still loads; .npy export of every dtype; the info summary. */
-#include "checkpoint.h"
-#include "fileio.h"
-#include "import.h"
-#include "npy.h"
-#include "rng.h"
-#include "safetensors.h"
-#include "tensorfile.h"
+#include "base/fileio.h"
+#include "base/rng.h"
+#include "convert/import.h"
+#include "convert/tensorfile.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
 #include "unit.h"
 
 static void write_st(const char *path, tupe_stw *w)

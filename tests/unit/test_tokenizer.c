@@ -2,7 +2,7 @@
  * statistics, and decoding (## and @@ joining). */
 #include <stdio.h>
 
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 #include "unit.h"
 
 static tupe_vocab *wp_vocab(void)

@@ -1,7 +1,7 @@
 /* The token stream: round trips, concatenation, and detection of every truncation and of
  * every single-byte corruption of a small stream. */
-#include "checksum.h"
-#include "tokstream.h"
+#include "base/checksum.h"
+#include "text/tokstream.h"
 #include "unit.h"
 
 static uint32_t doc_len(int d) { return (uint32_t)(d * 37 % 101); } /* includes empty docs */

@@ -1,7 +1,7 @@
 /* UTF-8 decoding (replacement by maximal subparts, as Python and Rust do) and the character
  * tables of the `hf` profile on the characters whose treatment differs between references
  * (docs/data.md 1.4). */
-#include "unicode.h"
+#include "text/unicode.h"
 #include "unit.h"
 
 static int dec(const char *s, size_t n, uint32_t *cp)

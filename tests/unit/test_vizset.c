@@ -3,13 +3,13 @@
  * the matrix values at sampled cells, with figure-wide and per-panel limits, for the signed
  * (coolwarm, symmetric limits) and probability (viridis, [0, max]) maps of a trained TUPE-R
  * checkpoint; the single-file mode; the .npy files and meta.json. */
-#include "colormap.h"
-#include "heatmap.h"
-#include "inspect.h"
-#include "npy.h"
-#include "poscorr.h"
+#include "formats/npy.h"
+#include "viz/colormap.h"
+#include "viz/heatmap.h"
+#include "viz/inspect.h"
+#include "viz/poscorr.h"
 #include "unit.h"
-#include "vizset.h"
+#include "viz/vizset.h"
 
 enum { N = 40 };
 static const char *const titles[4] = {"H0", "H1", "H2", "H3"};

@@ -1,12 +1,12 @@
 /* WordPiece: the rules on a small vocabulary, and the double-array trie against a plain
  * greedy longest-match implementation (vocabulary lookups of every prefix) on the BERT
  * vocabulary with many random words. Also vocab.txt loading and its errors. */
-#include "checksum.h"
-#include "rng.h"
-#include "unicode.h"
+#include "base/checksum.h"
+#include "base/rng.h"
+#include "text/unicode.h"
 #include "unit.h"
-#include "vocab.h"
-#include "wordpiece.h"
+#include "text/vocab.h"
+#include "text/wordpiece.h"
 
 static tupe_vocab *small_vocab(void)
 {

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 
 int unit_fails;
 const char *unit_prog = "unit";

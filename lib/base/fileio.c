@@ -1,0 +1,740 @@
+#include "base/fileio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fault.h"
+
+#define IN_BUF (1u << 20)
+#define OUT_BUF (1u << 20)
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+struct tupe_in {
+    int fd, own, eof;
+    char *path;
+    unsigned char *buf;
+    size_t pos, len, cap;
+    uint64_t off;        /* offset of buf[0] in the input */
+    uint64_t lineno;
+};
+
+int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e)
+{
+    tupe_in *in = calloc(1, sizeof *in);
+    if (!in || !(in->buf = malloc(IN_BUF)) || !(in->path = strdup(name ? name : "-"))) {
+        if (in)
+            free(in->buf);
+        free(in);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    in->fd = fd;
+    in->own = own;
+    in->cap = IN_BUF;
+    *inp = in;
+    return 0;
+}
+
+int tupe_in_open(tupe_in **inp, const char *path, tupe_err *e)
+{
+    if (strcmp(path, "-") == 0)
+        return tupe_in_fdopen(inp, STDIN_FILENO, "-", 0, e);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", path);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
+    }
+    int rc = tupe_in_fdopen(inp, fd, path, 1, e);
+    if (rc)
+        close(fd);
+    return rc;
+}
+
+/* Refill: keep unread bytes at the front. Returns bytes added, 0 at EOF, -1 on error. */
+static long refill(tupe_in *in, tupe_err *e)
+{
+    if (in->eof)
+        return 0;
+    if (in->pos > 0) {
+        memmove(in->buf, in->buf + in->pos, in->len - in->pos);
+        in->off += in->pos;
+        in->len -= in->pos;
+        in->pos = 0;
+    }
+    for (;;) {
+        ssize_t r = read(in->fd, in->buf + in->len, in->cap - in->len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            tupe_fail_errno(e, TUPE_EIO, errno, "%s: read failed at byte %llu",
+                            tupe_path_name(in->path), (unsigned long long)(in->off + in->len));
+            return -1;
+        }
+        if (r == 0)
+            in->eof = 1;
+        in->len += (size_t)r;
+        return r;
+    }
+}
+
+int tupe_in_read(tupe_in *in, void *dst, size_t n, size_t *got, tupe_err *e)
+{
+    unsigned char *d = dst;
+    size_t done = 0;
+    while (done < n) {
+        if (in->pos == in->len) {
+            /* Large reads bypass the buffer. */
+            if (n - done >= in->cap && !in->eof) {
+                in->off += in->len;
+                in->pos = in->len = 0;
+                ssize_t r = read(in->fd, d + done, n - done);
+                if (r < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    if (got)
+                        *got = done;
+                    return tupe_fail_errno(e, TUPE_EIO, errno, "%s: read failed at byte %llu",
+                                           tupe_path_name(in->path),
+                                           (unsigned long long)(in->off));
+                }
+                if (r == 0) {
+                    in->eof = 1;
+                    break;
+                }
+                in->off += (size_t)r;
+                done += (size_t)r;
+                continue;
+            }
+            long r = refill(in, e);
+            if (r < 0) {
+                if (got)
+                    *got = done;
+                return e ? e->code : TUPE_EIO;
+            }
+            if (r == 0)
+                break;
+        }
+        size_t k = in->len - in->pos;
+        if (k > n - done)
+            k = n - done;
+        memcpy(d + done, in->buf + in->pos, k);
+        in->pos += k;
+        done += k;
+    }
+    if (got)
+        *got = done;
+    return 0;
+}
+
+int tupe_in_read_exact(tupe_in *in, void *dst, size_t n, const char *what, tupe_err *e)
+{
+    uint64_t at = tupe_in_offset(in);
+    size_t got = 0;
+    int rc = tupe_in_read(in, dst, n, &got, e);
+    if (rc)
+        return rc;
+    if (got != n)
+        return tupe_fail_byte(e, TUPE_EDATA, in->path, at,
+                              "truncated: expected %zu bytes of %s, found %zu", n, what, got);
+    return 0;
+}
+
+int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
+{
+    size_t scan = in->pos;
+    for (;;) {
+        unsigned char *nl = memchr(in->buf + scan, '\n', in->len - scan);
+        if (nl) {
+            size_t n = (size_t)(nl - (in->buf + in->pos));
+            *line = (char *)in->buf + in->pos;
+            in->buf[in->pos + n] = 0; /* the '\n' becomes the terminator */
+            *len = n;
+            in->pos += n + 1;
+            in->lineno++;
+            return 1;
+        }
+        if (in->eof) {
+            if (in->pos == in->len)
+                return 0;
+            /* Last line without '\n': make room for a terminator. */
+            size_t n = in->len - in->pos;
+            if (in->len == in->cap) {
+                unsigned char *nb = realloc(in->buf, in->cap * 2);
+                if (!nb) {
+                    tupe_fail(e, TUPE_EFAIL, "out of memory");
+                    return -1;
+                }
+                in->buf = nb;
+                in->cap *= 2;
+            }
+            *line = (char *)in->buf + in->pos;
+            in->buf[in->len] = 0;
+            *len = n;
+            in->pos = in->len;
+            in->lineno++;
+            return 1;
+        }
+        /* No newline in the buffer: compact, grow if the line fills it, read more. */
+        size_t have = in->len - in->pos;
+        if (in->pos == 0 && in->len == in->cap) {
+            if (in->cap >= ((size_t)1 << 31)) {
+                tupe_fail_line(e, TUPE_EDATA, in->path, in->lineno + 1,
+                               "line longer than 2 GiB");
+                return -1;
+            }
+            unsigned char *nb = realloc(in->buf, in->cap * 2);
+            if (!nb) {
+                tupe_fail(e, TUPE_EFAIL, "out of memory");
+                return -1;
+            }
+            in->buf = nb;
+            in->cap *= 2;
+        }
+        if (refill(in, e) < 0)
+            return -1;
+        scan = in->pos + have;
+    }
+}
+
+uint64_t tupe_in_lineno(const tupe_in *in) { return in->lineno; }
+uint64_t tupe_in_offset(const tupe_in *in) { return in->off + in->pos; }
+const char *tupe_in_path(const tupe_in *in) { return in->path; }
+
+void tupe_in_close(tupe_in *in)
+{
+    if (!in)
+        return;
+    if (in->own)
+        close(in->fd);
+    free(in->buf);
+    free(in->path);
+    free(in);
+}
+
+int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+{
+    tupe_in *in;
+    int rc = tupe_in_open(&in, path, e);
+    if (rc)
+        return rc;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        tupe_in_close(in);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max_bytes) {
+                free(buf);
+                tupe_in_close(in);
+                return tupe_fail(e, TUPE_EDATA, "%s: larger than the %zu-byte limit",
+                                 tupe_path_name(path), max_bytes);
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                tupe_in_close(in);
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            }
+            buf = nb;
+        }
+        size_t got;
+        rc = tupe_in_read(in, buf + len, cap - len, &got, e);
+        if (rc) {
+            free(buf);
+            tupe_in_close(in);
+            return rc;
+        }
+        len += got;
+        if (len > max_bytes) {
+            free(buf);
+            tupe_in_close(in);
+            return tupe_fail(e, TUPE_EDATA, "%s: larger than the %zu-byte limit",
+                             tupe_path_name(path), max_bytes);
+        }
+        if (got == 0)
+            break;
+    }
+    buf[len] = 0;
+    tupe_in_close(in);
+    *bufp = buf;
+    *lenp = len;
+    return 0;
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+struct tupe_out {
+    int fd, is_stdout;
+    int direct;           /* written in place: a device or FIFO (no temporary, no rename) */
+    char *path, *tmp;
+    unsigned char *buf;
+    size_t len;
+    uint64_t off;
+};
+
+static const char *out_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "(stdout)" : path;
+}
+
+int tupe_tmp_sibling(char *dst, size_t cap, const char *path, const char *tag)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
+    const char *base = slash ? slash + 1 : path;
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != sizeof r)
+        r = (uint32_t)rand();
+    int n = snprintf(dst, cap, "%.*s.%s.%s.%ld.%08x", (int)dirlen, path, base, tag,
+                     (long)getpid(), r);
+    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+static int flush_out(tupe_out *o, tupe_err *e)
+{
+    size_t done = 0;
+    while (done < o->len) {
+        ssize_t w = write(o->fd, o->buf + done, o->len - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return tupe_fail_errno(e, TUPE_EIO, errno, "%s: write failed", out_name(o->path));
+        }
+        done += (size_t)w;
+    }
+    o->len = 0;
+    tupe_fault_point("out.flush");
+    return 0;
+}
+
+int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
+{
+    tupe_out *o = calloc(1, sizeof *o);
+    if (!o || !(o->buf = malloc(OUT_BUF)) || !(o->path = strdup(path))) {
+        if (o)
+            free(o->buf);
+        free(o);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    if (strcmp(path, "-") == 0) {
+        o->fd = STDOUT_FILENO;
+        o->is_stdout = 1;
+        *outp = o;
+        return 0;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        free(o->buf), free(o->path), free(o);
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: is a directory", path);
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* /dev/null, a FIFO, a terminal: renaming a file over one would replace the device
+         * itself (root may), so it is written in place. */
+        o->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (o->fd < 0) {
+            int err = errno;
+            free(o->buf), free(o->path), free(o);
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, err, "%s: cannot open", path);
+        }
+        o->direct = 1;
+        *outp = o;
+        return 0;
+    }
+    char tmp[PATH_MAX];
+    for (int tries = 0;; tries++) {
+        if (tupe_tmp_sibling(tmp, sizeof tmp, path, "tmp")) {
+            free(o->buf), free(o->path), free(o);
+            return tupe_fail(e, TUPE_ECANTCREAT, "%s: path too long", path);
+        }
+        /* O_EXCL with mode 0666 lets the kernel apply the umask, as for any new file. */
+        o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (o->fd >= 0)
+            break;
+        if (errno != EEXIST || tries > 100) {
+            int err = errno;
+            free(o->buf), free(o->path), free(o);
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, err, "%s: cannot create", path);
+        }
+    }
+    o->tmp = strdup(tmp);
+    if (!o->tmp) {
+        close(o->fd);
+        unlink(tmp);
+        free(o->buf), free(o->path), free(o);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    *outp = o;
+    return 0;
+}
+
+int tupe_out_write(tupe_out *o, const void *buf, size_t n, tupe_err *e)
+{
+    const unsigned char *s = buf;
+    o->off += n;
+    if (o->len + n <= OUT_BUF) {
+        memcpy(o->buf + o->len, s, n);
+        o->len += n;
+        return 0;
+    }
+    int rc = flush_out(o, e);
+    if (rc)
+        return rc;
+    if (n >= OUT_BUF) {
+        size_t done = 0;
+        while (done < n) {
+            ssize_t w = write(o->fd, s + done, n - done);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                return tupe_fail_errno(e, TUPE_EIO, errno, "%s: write failed", out_name(o->path));
+            }
+            done += (size_t)w;
+        }
+        tupe_fault_point("out.flush");
+        return 0;
+    }
+    memcpy(o->buf, s, n);
+    o->len = n;
+    return 0;
+}
+
+int tupe_out_printf(tupe_out *o, tupe_err *e, const char *fmt, ...)
+{
+    char small[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return tupe_fail(e, TUPE_EFAIL, "formatting failed");
+    if ((size_t)n < sizeof small)
+        return tupe_out_write(o, small, (size_t)n, e);
+    char *big = malloc((size_t)n + 1);
+    if (!big)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    int rc = tupe_out_write(o, big, (size_t)n, e);
+    free(big);
+    return rc;
+}
+
+uint64_t tupe_out_offset(const tupe_out *o) { return o->off; }
+
+static void out_free(tupe_out *o)
+{
+    free(o->buf);
+    free(o->path);
+    free(o->tmp);
+    free(o);
+}
+
+static void dir_of(char *dst, size_t cap, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dst, cap, ".");
+    else if (slash == path)
+        snprintf(dst, cap, "/");
+    else
+        snprintf(dst, cap, "%.*s", (int)(slash - path), path);
+}
+
+int tupe_fsync_dir(const char *path, tupe_err *e)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return tupe_fail_errno(e, TUPE_EIO, errno, "%s: cannot open directory", path);
+    int rc = 0;
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s: fsync failed", path);
+    close(fd);
+    return rc;
+}
+
+int tupe_out_commit(tupe_out *o, tupe_err *e)
+{
+    int rc = flush_out(o, e);
+    if (o->direct && close(o->fd) != 0 && !rc)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s: close failed", o->path);
+    if (o->is_stdout || o->direct) {
+        out_free(o);
+        return rc;
+    }
+    if (!rc && fsync(o->fd) != 0)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s: fsync failed", o->path);
+    if (close(o->fd) != 0 && !rc)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s: close failed", o->path);
+    if (rc) {
+        unlink(o->tmp);
+        out_free(o);
+        return rc;
+    }
+    tupe_fault_point("out.commit");
+    if (rename(o->tmp, o->path) != 0) {
+        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot rename into place", o->path);
+        unlink(o->tmp);
+        out_free(o);
+        return rc;
+    }
+    char dir[PATH_MAX];
+    dir_of(dir, sizeof dir, o->path);
+    rc = tupe_fsync_dir(dir, e);
+    out_free(o);
+    return rc;
+}
+
+void tupe_out_abort(tupe_out *o)
+{
+    if (!o)
+        return;
+    if (o->direct)
+        close(o->fd);
+    else if (!o->is_stdout) {
+        close(o->fd);
+        unlink(o->tmp);
+    }
+    out_free(o);
+}
+
+int tupe_write_file(const char *path, const void *buf, size_t n, tupe_err *e)
+{
+    tupe_out *o;
+    int rc = tupe_out_open(&o, path, e);
+    if (rc)
+        return rc;
+    rc = tupe_out_write(o, buf, n, e);
+    if (rc) {
+        tupe_out_abort(o);
+        return rc;
+    }
+    return tupe_out_commit(o, e);
+}
+
+/* ---- directories -------------------------------------------------------------------------- */
+
+struct tupe_dirtx {
+    char *path, *tmp;
+    char file[PATH_MAX];
+};
+
+int tupe_mkdir_p(const char *path, tupe_err *e)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: bad directory name", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create directory",
+                                       buf);
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: not a directory", path);
+    return 0;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int tupe_remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path);
+    return nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
+    char mp[4096];
+    snprintf(mp, sizeof mp, "%s/%s", path, marker);
+    if (tupe_path_exists(mp))
+        return 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
+    struct dirent *de;
+    int empty = 1;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            empty = 0;
+    closedir(d);
+    if (!empty)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not %s (no %s); refusing to "
+                         "replace it", path, what, marker);
+    return 0;
+}
+
+int tupe_path_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    char clean[PATH_MAX];
+    if (n == 0 || n >= sizeof clean)
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: bad directory name", path);
+    memcpy(clean, path, n);
+    clean[n] = 0;
+    struct stat st;
+    if (stat(clean, &st) == 0 && !S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", clean);
+    char parent[PATH_MAX];
+    dir_of(parent, sizeof parent, clean);
+    int rc = tupe_mkdir_p(parent, e);
+    if (rc)
+        return rc;
+    char tmp[PATH_MAX];
+    for (int tries = 0;; tries++) {
+        if (tupe_tmp_sibling(tmp, sizeof tmp, clean, "tmp"))
+            return tupe_fail(e, TUPE_ECANTCREAT, "%s: path too long", clean);
+        if (mkdir(tmp, 0777) == 0)
+            break;
+        if (errno != EEXIST || tries > 100)
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", clean);
+    }
+    tupe_dirtx *tx = calloc(1, sizeof *tx);
+    if (!tx || !(tx->path = strdup(clean)) || !(tx->tmp = strdup(tmp))) {
+        if (tx)
+            free(tx->path);
+        free(tx);
+        rmdir(tmp);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    *txp = tx;
+    return 0;
+}
+
+const char *tupe_dirtx_tmp(const tupe_dirtx *tx) { return tx->tmp; }
+
+const char *tupe_dirtx_file(tupe_dirtx *tx, const char *name)
+{
+    snprintf(tx->file, sizeof tx->file, "%s/%s", tx->tmp, name);
+    return tx->file;
+}
+
+static void dirtx_free(tupe_dirtx *tx)
+{
+    free(tx->path);
+    free(tx->tmp);
+    free(tx);
+}
+
+/* fsync every regular file directly in dir (files written with tupe_out are already synced;
+ * this covers files written by other means, e.g. a library that writes by itself). */
+static int sync_files(const char *dir, tupe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return tupe_fail_errno(e, TUPE_EIO, errno, "%s: cannot open directory", dir);
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fsync(fd) != 0)
+            rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s/%s: fsync failed", dir, de->d_name);
+        close(fd);
+    }
+    closedir(d);
+    return rc;
+}
+
+int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e)
+{
+    int rc = sync_files(tx->tmp, e);
+    if (!rc)
+        rc = tupe_fsync_dir(tx->tmp, e);
+    if (rc) {
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
+    tupe_fault_point("dirtx.commit");
+    char parent[PATH_MAX];
+    dir_of(parent, sizeof parent, tx->path);
+    if (rename(tx->tmp, tx->path) == 0) {
+        /* Nothing (or an empty directory) was there. */
+    } else if (errno == EEXIST || errno == ENOTEMPTY) {
+        /* Swap the two names in one step, then remove the old tree (now at tmp). */
+        if (renameat2(AT_FDCWD, tx->tmp, AT_FDCWD, tx->path, RENAME_EXCHANGE) == 0) {
+            tupe_fault_point("dirtx.exchanged");
+            tupe_remove_tree(tx->tmp);
+        } else if (errno == EINVAL || errno == ENOSYS) {
+            /* File system without RENAME_EXCHANGE: two renames, a short window with no path. */
+            char old[PATH_MAX];
+            tupe_tmp_sibling(old, sizeof old, tx->path, "old");
+            if (rename(tx->path, old) != 0 || rename(tx->tmp, tx->path) != 0) {
+                rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot move into place",
+                                     tx->path);
+                if (!tupe_path_exists(tx->path))
+                    rename(old, tx->path);
+                tupe_dirtx_abort(tx);
+                return rc;
+            }
+            tupe_remove_tree(old);
+        } else {
+            rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot move into place",
+                                 tx->path);
+            tupe_dirtx_abort(tx);
+            return rc;
+        }
+    } else {
+        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot move into place", tx->path);
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
+    rc = tupe_fsync_dir(parent, e);
+    dirtx_free(tx);
+    return rc;
+}
+
+void tupe_dirtx_abort(tupe_dirtx *tx)
+{
+    if (!tx)
+        return;
+    tupe_remove_tree(tx->tmp);
+    dirtx_free(tx);
+}

@@ -1,0 +1,61 @@
+/* Hugging Face BERT directories: export of a tupe checkpoint that `transformers` loads as it
+ * is, and import of such a directory (or of any BERT saved by transformers) into a tupe
+ * checkpoint (man tupe-convert(1), "HUGGING FACE LAYOUT").
+ *
+ * A directory holds model.safetensors (or shards and model.safetensors.index.json),
+ * config.json, vocab.txt and tokenizer_config.json. Our parameter names are already BERT's
+ * inside `bert.`; the differences are:
+ *
+ *   ours                              Hugging Face
+ *   embeddings.* / encoder.*          bert.embeddings.* / bert.encoder.*
+ *   cls.predictions.*                 cls.predictions.* (decoder.weight and decoder.bias are
+ *                                     tied to the word embeddings and cls.predictions.bias:
+ *                                     not written; checked equal when read)
+ *   classifier.dense.*                bert.pooler.dense.*  (dense + tanh on token 0)
+ *   classifier.out_proj.*             classifier.*
+ *   position.embeddings.weight        bert.tupe.pos.weight          } only in model_type
+ *   position.LayerNorm.*              bert.tupe.pos_ln.*            } "tupe": the variants a
+ *   position.query.* / .key.*         bert.tupe.pos_q.* / pos_k.*   } stock BERT cannot
+ *   position.relative_bias.weight     bert.tupe.rel_bias.weight     } compute
+ *
+ * BERT-A exports as model_type "bert" (BertForMaskedLM, or BertForSequenceClassification for
+ * a model with a classification head); without token types it gets one all-zero
+ * token_type_embeddings row (type_vocab_size 1), which adds nothing. Every other variant
+ * exports as model_type "tupe", which transformers refuses to load rather than compute
+ * another function. Import reads both back; a BERT's legacy LayerNorm.gamma/beta names,
+ * F16/BF16 tensors, position_ids buffers and token types are handled as transformers does. */
+#ifndef TUPE_HFBERT_H
+#define TUPE_HFBERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "convert/import.h"
+#include "model/config.h"
+
+/* Our parameter name -> the Hugging Face name. 0, or -1 for a name without a mapping. */
+int tupe_hf_name(const char *ours, char *hf, size_t cap);
+
+typedef struct tupe_hf_export_opts {
+    const char *vocab;       /* vocab.txt or a BPE directory: must match the checkpoint */
+    int dtype;               /* TUPE_F32, TUPE_BF16 or TUPE_F16 (rounded to nearest even) */
+    int lowercase;           /* do_lower_case: 1, 0, or -1 = the checkpoint's (default 1) */
+    tupe_note_fn note;
+    void *note_ctx;
+} tupe_hf_export_opts;
+
+/* Write the directory `dir` (atomically: complete or not there) from the checkpoint `ckpt`. */
+int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts *o, tupe_err *e);
+
+typedef struct tupe_hf_import_opts {
+    uint64_t seed;           /* initial values of a masked-LM head the directory lacks */
+    tupe_note_fn note;
+    void *note_ctx;
+} tupe_hf_import_opts;
+
+/* Read the Hugging Face directory `src` into the checkpoint directory `ckpt`. A directory
+ * with only pytorch_model.bin is TUPE_ENOINPUT with the command that converts it. */
+int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts *o, tupe_err *e);
+
+#endif

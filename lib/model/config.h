@@ -1,0 +1,107 @@
+/* Model configuration: the JSON of the model contract (Hugging Face-like field names), the
+ * presets in share/tupe/models/, and the questions every other module asks of it (which
+ * positional encoding, which tensors exist, how big the position table is).
+ *
+ * A configuration file is a JSON object; unknown fields are refused (a typo must not silently
+ * fall back to a default), missing fields take the `bert-base` defaults. */
+#ifndef TUPE_CONFIG_H
+#define TUPE_CONFIG_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+/* The positional-encoding variants of the paper (spec §2). */
+enum tupe_position {
+    TUPE_POS_BERT_A = 0,  /* absolute position added to the input */
+    TUPE_POS_BERT_R,      /* input as BERT-A plus a T5 relative bias */
+    TUPE_POS_BERT_AD,     /* positions projected separately, added into Q and K of every layer */
+    TUPE_POS_TUPE_A,      /* untied absolute correlation, [CLS] reset unless untie_cls=false */
+    TUPE_POS_TUPE_R,      /* TUPE-A plus the relative bias with the two [CLS] buckets */
+    TUPE_POS_COUNT
+};
+
+typedef struct tupe_config {
+    int position;              /* enum tupe_position */
+    int untie_cls;             /* TUPE variants: 1 = [CLS] reset (the paper's TUPE), 0 = tie-cls */
+    int vocab_size;            /* 0 in presets: set from the vocabulary before building a model */
+    int hidden_size;
+    int num_layers;
+    int num_heads;
+    int intermediate_size;
+    int max_position;          /* max_position_embeddings */
+    int type_vocab_size;       /* 0 = no token-type embedding */
+    double hidden_dropout;
+    double attention_dropout;
+    double activation_dropout;
+    double classifier_dropout;
+    double layer_norm_eps;
+    double initializer_range;
+    int rel_pos_buckets;       /* buckets of the T5 table (both directions together) */
+    int max_rel_pos;           /* distance at which the log buckets end */
+    int num_labels;            /* 0 = masked-LM head; 1 = regression head; >= 2 = classes */
+} tupe_config;
+
+/* The bert-base preset with the tupe-r variant (the defaults of missing JSON fields). */
+void tupe_config_default(tupe_config *c);
+
+/* Parse a JSON object. `name` is used in messages ("name:line:col: ..."). */
+int tupe_config_parse(tupe_config *c, const char *json, size_t len, const char *name, tupe_err *e);
+/* A preset name (tiny, small, bert-base, bert-large) or a path to a JSON file. Presets are read
+ * from share/tupe/models/ beside the running program (PREFIX/share/tupe/models when installed,
+ * the source tree when run from the build directory). */
+int tupe_config_load(tupe_config *c, const char *name_or_path, tupe_err *e);
+/* Where a preset file lives: the first existing candidate is written to dst. 0, or -1 when
+ * no candidate exists (dst then holds the last one tried). */
+int tupe_config_preset_path(const char *name, char *dst, size_t cap);
+/* The configuration as JSON (pretty when indent > 0, compact otherwise). malloc'd; NULL only
+ * when out of memory. Parsing it back gives the same configuration. */
+char *tupe_config_json(const tupe_config *c, int indent);
+/* Consistency (head size divides hidden size, probabilities in [0, 1), ...). With
+ * need_vocab, vocab_size must be set (> 0): required before building a model. */
+int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e);
+/* 1 when every field that shapes the parameters or the function they compute is equal
+ * (dropouts, initializer_range and num_labels may differ); otherwise 0 with the name of the
+ * first differing field in `field`. */
+int tupe_config_same_encoder(const tupe_config *a, const tupe_config *b, char *field, size_t cap);
+
+const char *tupe_position_name(int position);
+int tupe_position_parse(const char *name);   /* -1 if unknown */
+
+/* What a variant has. */
+static inline int tupe_cfg_abs_input(const tupe_config *c)  /* P[k] added to the input */
+{
+    return c->position == TUPE_POS_BERT_A || c->position == TUPE_POS_BERT_R;
+}
+static inline int tupe_cfg_pos_proj(const tupe_config *c)   /* position table + LN + U^Q, U^K */
+{
+    return c->position == TUPE_POS_BERT_AD || c->position == TUPE_POS_TUPE_A ||
+           c->position == TUPE_POS_TUPE_R;
+}
+static inline int tupe_cfg_tupe(const tupe_config *c)
+{
+    return c->position == TUPE_POS_TUPE_A || c->position == TUPE_POS_TUPE_R;
+}
+static inline int tupe_cfg_rel(const tupe_config *c)
+{
+    return c->position == TUPE_POS_BERT_R || c->position == TUPE_POS_TUPE_R;
+}
+/* TUPE's [CLS] reset is on. */
+static inline int tupe_cfg_reset(const tupe_config *c) { return tupe_cfg_tupe(c) && c->untie_cls; }
+/* Rows of the relative-bias table: 33 for TUPE-R (two [CLS] buckets, spec §4), 32 for BERT-R. */
+static inline int tupe_cfg_rel_rows(const tupe_config *c)
+{
+    return c->rel_pos_buckets + (c->position == TUPE_POS_TUPE_R ? 1 : 0);
+}
+/* Rows of the position table: P+1 for TUPE (row 0 = p_θ1, row 1 = p_θ2, row k+1 = token k),
+ * P otherwise (row k = token k). */
+static inline int tupe_cfg_pos_rows(const tupe_config *c)
+{
+    return c->max_position + (tupe_cfg_tupe(c) ? 1 : 0);
+}
+/* A per-head additive bias [H, T, T] exists. */
+static inline int tupe_cfg_has_bias(const tupe_config *c) { return tupe_cfg_tupe(c) || tupe_cfg_rel(c); }
+/* Scale of the content scores: 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad, 1/sqrt(d) else. */
+double tupe_cfg_score_scale(const tupe_config *c);
+
+#endif

@@ -1,0 +1,805 @@
+#include "model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+
+/* Dropout sites (pointwise.h): the embedding output, per layer the attention probabilities,
+ * the attention output, the GELU output and the FFN output, and the classifier. */
+enum { SITE_EMB = 0, SITE_CLS = 5, K_PROBS = 1, K_ATTN = 2, K_ACT = 3, K_FFN = 4 };
+static uint32_t layer_site(int l, int kind) { return (uint32_t)(8 * (l + 1) + kind); }
+
+typedef struct layer_acts {
+    tupe_dev *qkv, *probs, *ctx, *xh1, *rs1, *y1, *h, *xh2, *rs2;
+} layer_acts;
+
+typedef struct slot {
+    tupe_dev **p;
+    size_t off;
+} slot;
+
+struct tupe_model {
+    tupe_config cfg;
+    tupe_backend *be;
+    tupe_capacity cap;
+    tupe_layout lay;
+    size_t arena_bytes;
+    tupe_dev *arena;
+    tupe_dev *params, *grads;
+    tupe_dev *master;   /* wide copy of the parameters when they are narrower (backend.h) */
+    /* int32 inputs */
+    tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls, *i_buckets;
+    tupe_dev *targets;
+    /* activations: hs[l] is the input of layer l, hs[L] the encoder output */
+    tupe_dev **hs;
+    tupe_dev *emb_xh, *emb_rs;
+    layer_acts *la;
+    tupe_dev *g_nf, *dh_nf, *tmp_nd, *attn_scr;
+    tupe_dev *dY, *dR, *dBr, *dctx, *dqkv;
+    /* positional terms */
+    tupe_dev *p_y, *p_xh, *p_rs, *pq, *pk, *pA, *bias, *G, *dA, *dpq, *dpk, *dpy;
+    /* heads */
+    tupe_dev *hm, *ht, *hg, *hxh, *hrs, *hu, *logits, *lse, *dh1, *dh2;
+    /* the last forward pass */
+    int have_fwd, train, B, T, M, has_types;
+    tupe_step step;
+    uint64_t sample_offset;
+    double norm;
+    /* arena planning */
+    slot *slots;
+    size_t nslots, cslots, plan_bytes;
+    int plan_failed;
+};
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+#define AT(p, n) tupe_dev_at(m->be, (p), (n))
+#define PAR(off) ((off) == TUPE_NONE ? NULL : AT(m->params, (off)))
+#define GRD(off) ((off) == TUPE_NONE ? NULL : AT(m->grads, (off)))
+
+static void plan(tupe_model *m, tupe_dev **p, size_t bytes)
+{
+    if (m->nslots == m->cslots) {
+        size_t nc = m->cslots ? 2 * m->cslots : 64;
+        slot *s = realloc(m->slots, nc * sizeof *s);
+        if (!s) {
+            m->plan_failed = 1;
+            return;
+        }
+        m->slots = s;
+        m->cslots = nc;
+    }
+    size_t off = (m->plan_bytes + 63) / 64 * 64;
+    m->slots[m->nslots++] = (slot){p, off};
+    m->plan_bytes = off + (bytes ? bytes : 1);
+}
+
+static void plan_r(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * (size_t)m->be->esize); }
+static void plan_i(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * 4); }
+static void plan_w(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * (size_t)m->be->wsize); }
+
+static tupe_drop mkdrop(const tupe_model *m, double p, uint32_t site, uint64_t per_sample)
+{
+    tupe_drop d = {0, 0, 0, site, 0};
+    if (m->train && p > 0) {
+        d.p = p;
+        d.seed = m->step.seed;
+        d.step = m->step.step;
+        d.base = m->sample_offset * per_sample;
+    }
+    return d;
+}
+
+int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance)
+{
+    int half = num_buckets / 2, ret = 0, n = i - j;
+    if (n < 0) {
+        ret = half;
+        n = -n;
+    }
+    int max_exact = half / 2;
+    if (n < max_exact)
+        return ret + n;
+    /* T5's formula, in double: the spec's table (§4) is reproduced exactly, including the
+     * boundaries n = 16, 32, 64 where the logarithm ratio is an integer. */
+    double v = log((double)n / max_exact) / log((double)max_distance / max_exact) *
+               (half - max_exact);
+    int b = max_exact + (int)v;
+    return ret + (b < half - 1 ? b : half - 1);
+}
+
+void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out)
+{
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+            out[(size_t)i * T + j] = tupe_rel_bucket(i, j, c->rel_pos_buckets, c->max_rel_pos);
+    if (c->position == TUPE_POS_TUPE_R && c->untie_cls) {
+        /* Column 0 first, then row 0, so that [0,0] gets the [CLS]->others bucket (spec §4). */
+        for (int i = 0; i < T; i++)
+            out[(size_t)i * T] = c->rel_pos_buckets;
+        for (int j = 0; j < T; j++)
+            out[j] = c->rel_pos_buckets / 2;
+    }
+}
+
+/* ---- creation ------------------------------------------------------------------------------- */
+
+/* Gradients, the integer inputs and every activation, for the capacity m->cap. */
+static void plan_acts(tupe_model *m, tupe_backend *be)
+{
+    const tupe_config *c = &m->cfg;
+    size_t Bc = (size_t)m->cap.batch, Tc = (size_t)m->cap.seq, N = Bc * Tc;
+    size_t D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, H = (size_t)c->num_heads;
+    size_t L = (size_t)c->num_layers, V = (size_t)c->vocab_size, Mc = (size_t)m->cap.masked;
+    plan_r(m, &m->grads, m->lay.total);
+    plan_i(m, &m->i_ids, N);
+    plan_i(m, &m->i_types, N);
+    plan_i(m, &m->i_len, Bc);
+    plan_i(m, &m->i_mpos, Mc);
+    plan_i(m, &m->i_mlab, Mc);
+    plan_i(m, &m->i_labels, Bc);
+    plan_i(m, &m->i_cls, Bc);
+    plan_w(m, &m->targets, Bc);
+    if (tupe_cfg_rel(c))
+        plan_i(m, &m->i_buckets, Tc * Tc);
+    for (size_t l = 0; l <= L; l++)
+        plan_r(m, &m->hs[l], N * D);
+    plan_r(m, &m->emb_xh, N * D);
+    plan_w(m, &m->emb_rs, N);
+    for (size_t l = 0; l < L; l++) {
+        layer_acts *a = &m->la[l];
+        plan_r(m, &a->qkv, N * 3 * D);
+        plan_r(m, &a->probs, Bc * H * Tc * Tc);
+        plan_r(m, &a->ctx, N * D);
+        plan_r(m, &a->xh1, N * D);
+        plan_w(m, &a->rs1, N);
+        plan_r(m, &a->y1, N * D);
+        plan_r(m, &a->h, N * F);
+        plan_r(m, &a->xh2, N * D);
+        plan_w(m, &a->rs2, N);
+    }
+    plan_r(m, &m->g_nf, N * F);
+    plan_r(m, &m->dh_nf, N * F);
+    plan_r(m, &m->tmp_nd, N * D);
+    plan_r(m, &m->attn_scr, be->attn_scratch(be, (int)Tc));
+    plan_r(m, &m->dY, N * D);
+    plan_r(m, &m->dR, N * D);
+    plan_r(m, &m->dBr, N * D);
+    plan_r(m, &m->dctx, N * D);
+    plan_r(m, &m->dqkv, N * 3 * D);
+    if (tupe_cfg_pos_proj(c)) {
+        size_t R = Tc + 1;
+        plan_r(m, &m->p_y, R * D);
+        plan_r(m, &m->p_xh, R * D);
+        plan_w(m, &m->p_rs, R);
+        plan_r(m, &m->pq, R * D);
+        plan_r(m, &m->pk, R * D);
+        plan_r(m, &m->dpq, R * D);
+        plan_r(m, &m->dpk, R * D);
+        plan_r(m, &m->dpy, R * D);
+        if (tupe_cfg_tupe(c)) {
+            plan_r(m, &m->pA, H * R * R);
+            plan_r(m, &m->dA, H * R * R);
+        }
+    }
+    if (tupe_cfg_has_bias(c)) {
+        plan_w(m, &m->bias, H * Tc * Tc);
+        plan_w(m, &m->G, H * Tc * Tc);
+    }
+    size_t rows = c->num_labels == 0 ? Mc : Bc;
+    size_t cols = c->num_labels == 0 ? V : (size_t)c->num_labels;
+    plan_r(m, &m->hm, rows * D);
+    plan_r(m, &m->ht, rows * D);
+    plan_r(m, &m->hg, rows * D);
+    plan_r(m, &m->hxh, rows * D);
+    plan_w(m, &m->hrs, rows);
+    plan_r(m, &m->hu, rows * D);
+    plan_r(m, &m->logits, rows * cols);
+    plan_w(m, &m->lse, rows);
+    plan_r(m, &m->dh1, rows * D);
+    plan_r(m, &m->dh2, rows * D);
+}
+
+int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                      const tupe_capacity *cap, tupe_err *e)
+{
+    *out = NULL;
+    int params_only = cap->batch == 0 && cap->seq == 0;
+    if (!params_only && (cap->batch < 1 || cap->seq < 1))
+        return tupe_fail(e, TUPE_EUSAGE, "model capacity: batch and sequence length must be >= 1");
+    if (cap->seq > cfg->max_position)
+        return tupe_fail(e, TUPE_EUSAGE,
+                         "sequence length %d exceeds max_position_embeddings %d", cap->seq,
+                         cfg->max_position);
+    tupe_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    m->cfg = *cfg;
+    m->be = be;
+    m->cap = *cap;
+    if (m->cap.masked <= 0 || m->cap.masked > cap->batch * cap->seq)
+        m->cap.masked = cap->batch * cap->seq;
+    int rc = tupe_layout_build(&m->lay, cfg, e);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    const tupe_config *c = &m->cfg;
+    size_t Tc = (size_t)m->cap.seq, L = (size_t)c->num_layers;
+    m->hs = calloc(L + 1, sizeof *m->hs);
+    m->la = calloc(L, sizeof *m->la);
+    if (!m->hs || !m->la) {
+        tupe_model_free(m);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+
+    plan_r(m, &m->params, m->lay.total);
+    if (be->wsize > be->esize)
+        plan_w(m, &m->master, m->lay.total);
+    if (!params_only)
+        plan_acts(m, be);
+    if (m->plan_failed) {
+        tupe_model_free(m);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    m->arena_bytes = m->plan_bytes;
+    m->arena = be->alloc(be, m->arena_bytes);
+    if (!m->arena) {
+        tupe_model_free(m);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory: the model needs %.1f MiB",
+                         (double)m->plan_bytes / (1 << 20));
+    }
+    for (size_t i = 0; i < m->nslots; i++)
+        *m->slots[i].p = (tupe_dev *)((char *)m->arena + m->slots[i].off);
+    free(m->slots);
+    m->slots = NULL;
+    m->nslots = m->cslots = 0;
+
+    if (m->i_buckets) {
+        int32_t *bk = malloc(Tc * Tc * sizeof *bk);
+        if (!bk) {
+            tupe_model_free(m);
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        }
+        tupe_rel_buckets(c, (int)Tc, bk);
+        be->upload(be, m->i_buckets, bk, Tc * Tc, TUPE_I32);
+        free(bk);
+    }
+    *out = m;
+    return 0;
+}
+
+void tupe_model_free(tupe_model *m)
+{
+    if (!m)
+        return;
+    if (m->arena)
+        m->be->free(m->be, m->arena);
+    tupe_layout_free(&m->lay);
+    free(m->hs);
+    free(m->la);
+    free(m->slots);
+    free(m);
+}
+
+const tupe_config *tupe_model_config(const tupe_model *m) { return &m->cfg; }
+tupe_backend *tupe_model_backend(const tupe_model *m) { return m->be; }
+const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
+size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
+tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
+tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
+tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
+void tupe_model_zero_grad(tupe_model *m)
+{
+    if (m->grads)
+        m->be->zero(m->be, m->grads, m->lay.total);
+}
+
+/* ---- parameters ----------------------------------------------------------------------------- */
+
+int tupe_model_init_prefix(tupe_model *m, uint64_t seed, const char *prefix, tupe_err *e)
+{
+    size_t maxn = 0;
+    for (size_t i = 0; i < m->lay.count; i++)
+        if (m->lay.t[i].numel > maxn)
+            maxn = m->lay.t[i].numel;
+    float *buf = malloc((maxn ? maxn : 1) * sizeof *buf);
+    if (!buf)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    for (size_t i = 0; i < m->lay.count; i++) {
+        const tupe_param *p = &m->lay.t[i];
+        if (prefix && strncmp(p->name, prefix, strlen(prefix)) != 0)
+            continue;
+        tupe_param_init_values(p, m->cfg.initializer_range, seed, buf);
+        m->be->upload(m->be, AT(m->params, p->offset), buf, p->numel, TUPE_F32);
+        if (m->master)
+            m->be->upload(m->be, tupe_dev_wat(m->be, m->master, p->offset), buf, p->numel,
+                          TUPE_F32 | TUPE_WIDE);
+    }
+    free(buf);
+    return 0;
+}
+
+int tupe_model_init(tupe_model *m, uint64_t seed, tupe_err *e)
+{
+    return tupe_model_init_prefix(m, seed, NULL, e);
+}
+
+static int find(tupe_model *m, const char *name, size_t n, const tupe_param **p, tupe_err *e)
+{
+    *p = tupe_layout_find(&m->lay, name);
+    if (!*p)
+        return tupe_fail(e, TUPE_EDATA, "tensor '%s': not a parameter of this model", name);
+    if ((*p)->numel != n)
+        return tupe_fail(e, TUPE_EDATA, "tensor '%s': %zu elements, expected %zu", name, n,
+                         (*p)->numel);
+    return 0;
+}
+
+/* One tensor between the host and the parameter (grad = 0) or gradient (grad = 1) buffer. */
+static int xfer(tupe_model *m, const char *name, void *host, size_t n, int grad, int up, int dt,
+                tupe_err *e)
+{
+    const tupe_param *p;
+    int rc = find(m, name, n, &p, e);
+    if (rc)
+        return rc;
+    if (grad && !m->grads)
+        return tupe_fail(e, TUPE_EUSAGE, "%s: the model was made for its parameters only", name);
+    tupe_dev *d = AT(grad ? m->grads : m->params, p->offset);
+    tupe_dev *w = grad ? NULL : tupe_dev_wat(m->be, m->master, p->offset);
+    if (up) {
+        m->be->upload(m->be, d, host, n, dt);
+        if (w)
+            m->be->upload(m->be, w, host, n, dt | TUPE_WIDE);
+    } else if (w) {
+        m->be->download(m->be, host, w, n, dt | TUPE_WIDE);
+    } else {
+        m->be->download(m->be, host, d, n, dt);
+    }
+    return 0;
+}
+
+void tupe_model_params_get(tupe_model *m, float *flat)
+{
+    if (m->master)
+        m->be->download(m->be, flat, m->master, m->lay.total, TUPE_F32 | TUPE_WIDE);
+    else
+        m->be->download(m->be, flat, m->params, m->lay.total, TUPE_F32);
+}
+
+void tupe_model_params_put(tupe_model *m, const float *flat)
+{
+    m->be->upload(m->be, m->params, flat, m->lay.total, TUPE_F32);
+    if (m->master)
+        m->be->upload(m->be, m->master, flat, m->lay.total, TUPE_F32 | TUPE_WIDE);
+}
+
+int tupe_model_set(tupe_model *m, const char *name, const float *src, size_t n, tupe_err *e)
+{
+    return xfer(m, name, (void *)src, n, 0, 1, TUPE_F32, e);
+}
+
+int tupe_model_set_f64(tupe_model *m, const char *name, const double *src, size_t n, tupe_err *e)
+{
+    return xfer(m, name, (void *)src, n, 0, 1, TUPE_F64, e);
+}
+
+int tupe_model_get(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e)
+{
+    return xfer(m, name, dst, n, 0, 0, TUPE_F32, e);
+}
+
+int tupe_model_get_grad(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e)
+{
+    return xfer(m, name, dst, n, 1, 0, TUPE_F32, e);
+}
+
+int tupe_model_get_grad_f64(tupe_model *m, const char *name, double *dst, size_t n, tupe_err *e)
+{
+    return xfer(m, name, dst, n, 1, 0, TUPE_F64, e);
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
+{
+    const tupe_config *c = &m->cfg;
+    if (b->B < 1 || b->B > m->cap.batch)
+        return tupe_fail(e, TUPE_EDATA, "batch of %d sequences (this model holds 1 to %d)", b->B,
+                         m->cap.batch);
+    if (b->T < 1 || b->T > m->cap.seq)
+        return tupe_fail(e, TUPE_EDATA, "sequence length %d (this model holds 1 to %d)", b->T,
+                         m->cap.seq);
+    if (!b->ids || !b->lengths)
+        return tupe_fail(e, TUPE_EDATA, "batch without token ids or lengths");
+    for (int i = 0; i < b->B; i++) {
+        if (b->lengths[i] < 1 || b->lengths[i] > b->T)
+            return tupe_fail(e, TUPE_EDATA, "sequence %d: length %d not in 1..%d", i,
+                             b->lengths[i], b->T);
+        for (int t = 0; t < b->lengths[i]; t++) {
+            int32_t id = b->ids[(size_t)i * b->T + t];
+            if (id < 0 || id >= c->vocab_size)
+                return tupe_fail(e, TUPE_EDATA,
+                                 "sequence %d, position %d: token id %d outside the vocabulary "
+                                 "(size %d)", i, t, id, c->vocab_size);
+            if (b->types) {
+                int32_t ty = b->types[(size_t)i * b->T + t];
+                if (ty < 0 || ty >= (c->type_vocab_size > 0 ? c->type_vocab_size : 1))
+                    return tupe_fail(e, TUPE_EDATA,
+                                     "sequence %d, position %d: token type %d (type_vocab_size %d)",
+                                     i, t, ty, c->type_vocab_size);
+            }
+        }
+    }
+    if (c->num_labels == 0) {
+        if (b->M < 0 || b->M > m->cap.masked)
+            return tupe_fail(e, TUPE_EDATA, "%d masked positions (this model holds up to %d)",
+                             b->M, m->cap.masked);
+        if (b->M > 0 && (!b->mask_pos || !b->mask_label))
+            return tupe_fail(e, TUPE_EDATA, "masked positions without labels");
+        unsigned char *seen = calloc((size_t)b->B * b->T, 1);
+        if (!seen)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        for (int i = 0; i < b->M; i++) {
+            int32_t p = b->mask_pos[i];
+            const char *bad = p < 0 || p >= b->B * b->T            ? "outside the batch"
+                              : p % b->T >= b->lengths[p / b->T] ? "padding"
+                              : seen[p]                           ? "repeated"
+                                                                  : NULL;
+            if (bad) {
+                free(seen);
+                return tupe_fail(e, TUPE_EDATA, "masked position %d: %d is %s", i, p, bad);
+            }
+            seen[p] = 1;
+            if (b->mask_label[i] < 0 || b->mask_label[i] >= c->vocab_size) {
+                free(seen);
+                return tupe_fail(e, TUPE_EDATA, "masked position %d: label %d outside the "
+                                 "vocabulary", i, b->mask_label[i]);
+            }
+        }
+        free(seen);
+    } else if (c->num_labels == 1) {
+        if (!b->targets)
+            return tupe_fail(e, TUPE_EDATA, "regression batch without targets");
+        for (int i = 0; i < b->B; i++)
+            if (!isfinite(b->targets[i]))
+                return tupe_fail(e, TUPE_EDATA, "sequence %d: target is not finite", i);
+    } else {
+        if (!b->labels)
+            return tupe_fail(e, TUPE_EDATA, "classification batch without labels");
+        for (int i = 0; i < b->B; i++)
+            if (b->labels[i] < 0 || b->labels[i] >= c->num_labels)
+                return tupe_fail(e, TUPE_EDATA, "sequence %d: label %d not in 0..%d", i,
+                                 b->labels[i], c->num_labels - 1);
+    }
+    return 0;
+}
+
+/* Positional terms, once per forward pass (spec §3; BERT-Ad's projections, contract §3). */
+static void position_fwd(tupe_model *m)
+{
+    tupe_backend *be = m->be;
+    const tupe_config *c = &m->cfg;
+    const tupe_layout *y = &m->lay;
+    int T = m->T, D = c->hidden_size, H = c->num_heads, dh = D / H;
+    if (tupe_cfg_pos_proj(c)) {
+        int R = tupe_cfg_tupe(c) ? T + 1 : T;
+        be->ln_fwd(be, m->p_y, m->p_xh, m->p_rs, PAR(y->pos), PAR(y->pos_ln_g), PAR(y->pos_ln_b),
+                   R, D, c->layer_norm_eps);
+        be->linear_fwd(be, m->pq, NULL, m->p_y, PAR(y->pos_q_w), PAR(y->pos_q_b), R, D, D,
+                       TUPE_ACT_NONE, NULL);
+        be->linear_fwd(be, m->pk, NULL, m->p_y, PAR(y->pos_k_w), PAR(y->pos_k_b), R, D, D,
+                       TUPE_ACT_NONE, NULL);
+        if (tupe_cfg_tupe(c)) {
+            /* A_h = s Qp_h Kp_h^T: the scale of the query side folded into the product. */
+            double s = tupe_cfg_score_scale(c);
+            for (int h = 0; h < H; h++)
+                be->gemm(be, 0, 1, R, R, dh, s, AT(m->pq, (size_t)h * dh), D,
+                         AT(m->pk, (size_t)h * dh), D, 0, AT(m->pA, (size_t)h * R * R), R);
+        }
+    }
+    if (tupe_cfg_has_bias(c))
+        be->pos_bias_fwd(be, m->bias, tupe_cfg_tupe(c) ? m->pA : NULL, PAR(y->rel),
+                         (const int32_t *)m->i_buckets, m->cap.seq, T, H, tupe_cfg_reset(c));
+}
+
+int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
+                       tupe_err *e)
+{
+    m->have_fwd = 0;
+    int rc = check_batch(m, b, e);
+    if (rc)
+        return rc;
+    tupe_backend *be = m->be;
+    const tupe_config *c = &m->cfg;
+    const tupe_layout *y = &m->lay;
+    int B = b->B, T = b->T, N = B * T, D = c->hidden_size, F = c->intermediate_size;
+    int H = c->num_heads, dh = D / H, V = c->vocab_size;
+    m->B = B;
+    m->T = T;
+    m->M = c->num_labels == 0 ? b->M : 0;
+    m->train = st != NULL;
+    if (st)
+        m->step = *st;
+    m->sample_offset = b->sample_offset;
+    m->has_types = b->types != NULL && c->type_vocab_size > 0;
+
+    be->upload(be, m->i_ids, b->ids, (size_t)N, TUPE_I32);
+    if (b->types)
+        be->upload(be, m->i_types, b->types, (size_t)N, TUPE_I32);
+    be->upload(be, m->i_len, b->lengths, (size_t)B, TUPE_I32);
+    const int32_t *ids = (const int32_t *)m->i_ids, *len = (const int32_t *)m->i_len;
+    const int32_t *types = m->has_types ? (const int32_t *)m->i_types : NULL;
+
+    position_fwd(m);
+
+    tupe_drop d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
+    be->embed_fwd(be, m->hs[0], m->emb_xh, m->emb_rs, ids, types, len, PAR(y->word),
+                  PAR(y->pos_emb), PAR(y->tt_emb), PAR(y->emb_ln_g), PAR(y->emb_ln_b), B, T, D,
+                  c->layer_norm_eps, &d);
+    double scale = tupe_cfg_score_scale(c);
+    for (int l = 0; l < c->num_layers; l++) {
+        const tupe_layer_offsets *o = &y->layer[l];
+        layer_acts *a = &m->la[l];
+        be->linear_fwd(be, a->qkv, NULL, m->hs[l], PAR(o->qkv_w), PAR(o->qkv_b), N, D, 3 * D,
+                       TUPE_ACT_NONE, NULL);
+        if (c->position == TUPE_POS_BERT_AD)
+            be->qk_pos_add(be, a->qkv, m->pq, m->pk, B, T, D);
+        d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
+        be->attn_fwd(be, a->ctx, a->probs, a->qkv, tupe_cfg_has_bias(c) ? m->bias : NULL, len, B,
+                     T, H, dh, scale, &d, m->attn_scr);
+        be->linear_fwd(be, m->tmp_nd, NULL, a->ctx, PAR(o->o_w), NULL, N, D, D, TUPE_ACT_NONE,
+                       NULL);
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
+        be->resid_ln_fwd(be, a->y1, a->xh1, a->rs1, m->hs[l], m->tmp_nd, PAR(o->o_b),
+                         PAR(o->ln1_g), PAR(o->ln1_b), N, D, c->layer_norm_eps, &d);
+        d = mkdrop(m, c->activation_dropout, layer_site(l, K_ACT), (uint64_t)T * F);
+        be->linear_fwd(be, a->h, m->g_nf, a->y1, PAR(o->f1_w), PAR(o->f1_b), N, D, F,
+                       TUPE_ACT_GELU, &d);
+        be->linear_fwd(be, m->tmp_nd, NULL, m->g_nf, PAR(o->f2_w), NULL, N, F, D, TUPE_ACT_NONE,
+                       NULL);
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_FFN), (uint64_t)T * D);
+        be->resid_ln_fwd(be, m->hs[l + 1], a->xh2, a->rs2, a->y1, m->tmp_nd, PAR(o->f2_b),
+                         PAR(o->ln2_g), PAR(o->ln2_b), N, D, c->layer_norm_eps, &d);
+    }
+
+    tupe_dev *top = m->hs[c->num_layers];
+    tupe_fwd_out r = {0, 0, 0, 0};
+    if (c->num_labels == 0) {
+        int M = b->M;
+        r.count = M;
+        if (M > 0) {
+            be->upload(be, m->i_mpos, b->mask_pos, (size_t)M, TUPE_I32);
+            be->upload(be, m->i_mlab, b->mask_label, (size_t)M, TUPE_I32);
+            be->gather_rows(be, m->hm, top, (const int32_t *)m->i_mpos, M, D);
+            be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->mlm_w), PAR(y->mlm_b), M, D, D,
+                           TUPE_ACT_GELU, NULL);
+            be->ln_fwd(be, m->hu, m->hxh, m->hrs, m->hg, PAR(y->mlm_ln_g), PAR(y->mlm_ln_b), M, D,
+                       c->layer_norm_eps);
+            be->linear_fwd(be, m->logits, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), M, D, V,
+                           TUPE_ACT_NONE, NULL);
+            r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_mlab, M, V,
+                                      &r.correct);
+        }
+    } else {
+        int C = c->num_labels;
+        int32_t *cls = malloc((size_t)B * sizeof *cls);
+        if (!cls)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        for (int i = 0; i < B; i++)
+            cls[i] = i * T;
+        be->upload(be, m->i_cls, cls, (size_t)B, TUPE_I32);
+        free(cls);
+        r.count = B;
+        be->gather_rows(be, m->hm, top, (const int32_t *)m->i_cls, B, D);
+        d = mkdrop(m, c->classifier_dropout, SITE_CLS, (uint64_t)D);
+        be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->cls_w), PAR(y->cls_b), B, D, D,
+                       TUPE_ACT_TANH, &d);
+        be->linear_fwd(be, m->logits, NULL, m->hg, PAR(y->out_w), PAR(y->out_b), B, D, C,
+                       TUPE_ACT_NONE, NULL);
+        if (C == 1) {
+            be->upload(be, m->targets, b->targets, (size_t)B, TUPE_F32 | TUPE_WIDE);
+            r.loss_sum = be->mse_fwd(be, m->logits, m->targets, B);
+        } else {
+            be->upload(be, m->i_labels, b->labels, (size_t)B, TUPE_I32);
+            r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_labels, B, C,
+                                      &r.correct);
+        }
+    }
+    m->norm = b->loss_norm > 0 ? b->loss_norm : (r.count > 0 ? (double)r.count : 1.0);
+    r.loss = r.loss_sum / m->norm;
+    if (be->check && (rc = be->check(be, e)))
+        return rc;
+    m->have_fwd = 1;
+    if (out)
+        *out = r;
+    return 0;
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+static void position_bwd(tupe_model *m)
+{
+    tupe_backend *be = m->be;
+    const tupe_config *c = &m->cfg;
+    const tupe_layout *y = &m->lay;
+    int T = m->T, D = c->hidden_size, H = c->num_heads, dh = D / H;
+    if (tupe_cfg_has_bias(c))
+        be->pos_bias_bwd(be, tupe_cfg_tupe(c) ? m->dA : NULL, GRD(y->rel), m->G,
+                         (const int32_t *)m->i_buckets, m->cap.seq, T, H, tupe_cfg_reset(c));
+    if (!tupe_cfg_pos_proj(c))
+        return;
+    int R = tupe_cfg_tupe(c) ? T + 1 : T;
+    if (tupe_cfg_tupe(c)) {
+        double s = tupe_cfg_score_scale(c);
+        for (int h = 0; h < H; h++) {
+            tupe_dev *dA = AT(m->dA, (size_t)h * R * R);
+            be->gemm(be, 0, 0, R, dh, R, s, dA, R, AT(m->pk, (size_t)h * dh), D, 0,
+                     AT(m->dpq, (size_t)h * dh), D);
+            be->gemm(be, 1, 0, R, dh, R, s, dA, R, AT(m->pq, (size_t)h * dh), D, 0,
+                     AT(m->dpk, (size_t)h * dh), D);
+        }
+    }
+    be->linear_bwd(be, m->dpy, 0, GRD(y->pos_q_w), GRD(y->pos_q_b), m->dpq, m->p_y,
+                   PAR(y->pos_q_w), R, D, D);
+    be->linear_bwd(be, m->dpy, 1, GRD(y->pos_k_w), GRD(y->pos_k_b), m->dpk, m->p_y,
+                   PAR(y->pos_k_w), R, D, D);
+    be->ln_bwd(be, GRD(y->pos), 1, GRD(y->pos_ln_g), GRD(y->pos_ln_b), m->dpy, m->p_xh, m->p_rs,
+               PAR(y->pos_ln_g), R, D);
+}
+
+int tupe_model_backward(tupe_model *m, tupe_err *e)
+{
+    if (!m->have_fwd)
+        return tupe_fail(e, TUPE_EFAIL, "backward without a forward pass");
+    m->have_fwd = 0; /* the probabilities and logits are overwritten below */
+    tupe_backend *be = m->be;
+    const tupe_config *c = &m->cfg;
+    const tupe_layout *y = &m->lay;
+    int B = m->B, T = m->T, N = B * T, D = c->hidden_size, F = c->intermediate_size;
+    int H = c->num_heads, dh = D / H, V = c->vocab_size;
+    const int32_t *len = (const int32_t *)m->i_len;
+    double inv = 1.0 / m->norm;
+    tupe_drop d;
+
+    /* Heads: the gradient of the encoder output into dY. */
+    be->zero(be, m->dY, (size_t)N * D);
+    if (c->num_labels == 0) {
+        int M = m->M;
+        if (M > 0) {
+            be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_mlab, M, V, inv);
+            be->linear_bwd(be, m->dh1, 0, GRD(y->word), GRD(y->mlm_bias), m->logits, m->hu,
+                           PAR(y->word), M, D, V);
+            be->ln_bwd(be, m->dh2, 0, GRD(y->mlm_ln_g), GRD(y->mlm_ln_b), m->dh1, m->hxh, m->hrs,
+                       PAR(y->mlm_ln_g), M, D);
+            be->act_bwd(be, m->dh2, NULL, m->ht, (size_t)M * D, TUPE_ACT_GELU, NULL);
+            be->linear_bwd(be, m->dh1, 0, GRD(y->mlm_w), GRD(y->mlm_b), m->dh2, m->hm,
+                           PAR(y->mlm_w), M, D, D);
+            be->scatter_rows(be, m->dY, m->dh1, (const int32_t *)m->i_mpos, M, D);
+        }
+    } else {
+        int C = c->num_labels;
+        if (C == 1)
+            be->mse_bwd(be, m->logits, m->logits, m->targets, B, inv);
+        else
+            be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_labels, B, C,
+                         inv);
+        be->linear_bwd(be, m->dh1, 0, GRD(y->out_w), GRD(y->out_b), m->logits, m->hg,
+                       PAR(y->out_w), B, D, C);
+        d = mkdrop(m, c->classifier_dropout, SITE_CLS, (uint64_t)D);
+        be->act_bwd(be, m->dh1, NULL, m->ht, (size_t)B * D, TUPE_ACT_TANH, &d);
+        be->linear_bwd(be, m->dh2, 0, GRD(y->cls_w), GRD(y->cls_b), m->dh1, m->hm, PAR(y->cls_w),
+                       B, D, D);
+        be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_cls, B, D);
+    }
+
+    if (tupe_cfg_has_bias(c)) /* G is wide: zero it as wsize/esize real elements each */
+        be->zero(be, m->G, (size_t)H * T * T * (size_t)(be->wsize / be->esize));
+    if (c->position == TUPE_POS_BERT_AD) {
+        be->zero(be, m->dpq, (size_t)T * D);
+        be->zero(be, m->dpk, (size_t)T * D);
+    }
+    double scale = tupe_cfg_score_scale(c);
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        const tupe_layer_offsets *o = &y->layer[l];
+        layer_acts *a = &m->la[l];
+        /* dY: gradient of this layer's output. */
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_FFN), (uint64_t)T * D);
+        be->resid_ln_bwd(be, m->dR, m->dBr, GRD(o->ln2_g), GRD(o->ln2_b), m->dY, a->xh2, a->rs2,
+                         PAR(o->ln2_g), N, D, &d);
+        /* dh = (dBr W2) GELU'(h), with GELU(h) recomputed in the same pass for dW2. */
+        tupe_drop da = mkdrop(m, c->activation_dropout, layer_site(l, K_ACT), (uint64_t)T * F);
+        be->linear_bwd(be, m->dh_nf, 0, NULL, NULL, m->dBr, NULL, PAR(o->f2_w), N, F, D);
+        be->act_bwd(be, m->dh_nf, m->g_nf, a->h, (size_t)N * F, TUPE_ACT_GELU, &da);
+        be->linear_bwd(be, NULL, 0, GRD(o->f2_w), GRD(o->f2_b), m->dBr, m->g_nf, NULL, N, F, D);
+        be->linear_bwd(be, m->dR, 1, GRD(o->f1_w), GRD(o->f1_b), m->dh_nf, a->y1, PAR(o->f1_w), N,
+                       D, F);
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
+        be->resid_ln_bwd(be, m->dY, m->dBr, GRD(o->ln1_g), GRD(o->ln1_b), m->dR, a->xh1, a->rs1,
+                         PAR(o->ln1_g), N, D, &d);
+        be->linear_bwd(be, m->dctx, 0, GRD(o->o_w), GRD(o->o_b), m->dBr, a->ctx, PAR(o->o_w), N,
+                       D, D);
+        d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
+        be->attn_bwd(be, m->dqkv, a->probs, m->dctx, a->qkv, len, B, T, H, dh, scale, &d,
+                     m->attn_scr);
+        if (tupe_cfg_has_bias(c))
+            be->bias_grad(be, m->G, a->probs, B, H, T);
+        if (c->position == TUPE_POS_BERT_AD)
+            be->qk_pos_grad(be, m->dpq, m->dpk, m->dqkv, B, T, D);
+        be->linear_bwd(be, m->dY, 1, GRD(o->qkv_w), GRD(o->qkv_b), m->dqkv, m->hs[l],
+                       PAR(o->qkv_w), N, D, 3 * D);
+    }
+    d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
+    be->embed_bwd(be, GRD(y->word), GRD(y->pos_emb), GRD(y->tt_emb), GRD(y->emb_ln_g),
+                  GRD(y->emb_ln_b), m->dY, m->emb_xh, m->emb_rs, PAR(y->emb_ln_g),
+                  (const int32_t *)m->i_ids, m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, D, V, c->type_vocab_size, &d, m->dR);
+    position_bwd(m);
+    return be->check ? be->check(be, e) : 0;
+}
+
+/* ---- probes ---------------------------------------------------------------------------------- */
+
+size_t tupe_model_probe_size(const tupe_model *m, int probe)
+{
+    const tupe_config *c = &m->cfg;
+    size_t B = (size_t)m->B, T = (size_t)m->T, D = (size_t)c->hidden_size,
+           H = (size_t)c->num_heads;
+    switch (probe) {
+    case TUPE_PROBE_LOGITS:
+        return c->num_labels == 0 ? (size_t)m->M * (size_t)c->vocab_size
+                                  : B * (size_t)c->num_labels;
+    case TUPE_PROBE_POS_BIAS:
+        return tupe_cfg_has_bias(c) ? H * T * T : 0;
+    case TUPE_PROBE_ATTN_PROBS:
+        return B * H * T * T;
+    case TUPE_PROBE_QKV:
+        return B * T * 3 * D;
+    case TUPE_PROBE_HIDDEN:
+        return B * T * D;
+    case TUPE_PROBE_POS_QK:
+        return tupe_cfg_pos_proj(c) ? 2 * (tupe_cfg_tupe(c) ? T + 1 : T) * D : 0;
+    }
+    return 0;
+}
+
+int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, tupe_err *e)
+{
+    if (!m->have_fwd)
+        return tupe_fail(e, TUPE_EFAIL, "nothing to probe: no forward pass since the last backward");
+    size_t want = tupe_model_probe_size(m, probe);
+    if (want == 0)
+        return tupe_fail(e, TUPE_EUSAGE, "this model has no such quantity");
+    if (n != want)
+        return tupe_fail(e, TUPE_EUSAGE, "probe holds %zu values, not %zu", want, n);
+    int L = m->cfg.num_layers;
+    int need_layer = probe == TUPE_PROBE_ATTN_PROBS || probe == TUPE_PROBE_QKV;
+    if ((need_layer && (layer < 0 || layer >= L)) ||
+        (probe == TUPE_PROBE_HIDDEN && (layer < 0 || layer > L)))
+        return tupe_fail(e, TUPE_EUSAGE, "layer %d out of range", layer);
+    tupe_backend *be = m->be;
+    switch (probe) {
+    case TUPE_PROBE_LOGITS:
+        be->download(be, dst, m->logits, n, TUPE_F32);
+        break;
+    case TUPE_PROBE_POS_BIAS:
+        be->download(be, dst, m->bias, n, TUPE_F32 | TUPE_WIDE);
+        break;
+    case TUPE_PROBE_ATTN_PROBS:
+        be->download(be, dst, m->la[layer].probs, n, TUPE_F32);
+        break;
+    case TUPE_PROBE_QKV:
+        be->download(be, dst, m->la[layer].qkv, n, TUPE_F32);
+        break;
+    case TUPE_PROBE_HIDDEN:
+        be->download(be, dst, m->hs[layer], n, TUPE_F32);
+        break;
+    case TUPE_PROBE_POS_QK:
+        be->download(be, dst, m->pq, n / 2, TUPE_F32);
+        be->download(be, dst + n / 2, m->pk, n / 2, TUPE_F32);
+        break;
+    }
+    return 0;
+}

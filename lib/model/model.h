@@ -1,0 +1,133 @@
+/* The encoder of every positional-encoding variant (spec §2-§5, model contract §3), its heads
+ * and losses, forward and backward, on a compute backend.
+ *
+ * A model owns one device allocation (the arena) holding its parameters, their gradients and
+ * every activation, sized at creation from the configuration and a capacity (largest batch,
+ * sequence length and number of masked positions it will see). Parameters and gradients are
+ * each one flat buffer with the layout of params.h, so that an optimizer, a data-parallel
+ * all-reduce or a checkpoint writer can treat them as a whole.
+ *
+ * Typical step:
+ *     tupe_model_zero_grad(m);
+ *     tupe_model_forward(m, &batch, &step, &out, &e);    // loss in out.loss
+ *     tupe_model_backward(m, &e);                        // gradients accumulate
+ *     ... optimizer on tupe_model_params / tupe_model_grads ...
+ */
+#ifndef TUPE_MODEL_H
+#define TUPE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "base/error.h"
+#include "model/config.h"
+#include "model/params.h"
+
+typedef struct tupe_model tupe_model;
+
+/* {0, 0, 0}: parameters only (conversion, inspection of weights): no gradients and no
+ * activations are allocated; forward passes and gradient access fail. */
+typedef struct tupe_capacity {
+    int batch;      /* sequences per forward pass */
+    int seq;        /* padded length T (at most max_position_embeddings) */
+    int masked;     /* masked positions per forward pass (MLM head); 0 = batch * seq. The
+                       logits take masked x vocab_size reals: give a tight bound */
+} tupe_capacity;
+
+/* One forward pass's input, on the host. Sequences are right-padded: positions >= lengths[b]
+ * are padding (their ids are ignored). */
+typedef struct tupe_batch {
+    int B, T;
+    const int32_t *ids;         /* [B*T] */
+    const int32_t *lengths;     /* [B], each in 1..T */
+    const int32_t *types;       /* [B*T] token types, or NULL (all 0) */
+    /* masked-LM head */
+    int M;
+    const int32_t *mask_pos;    /* [M] distinct flat positions b*T + t, t < lengths[b] */
+    const int32_t *mask_label;  /* [M] the original token ids */
+    /* classification (num_labels >= 2) or regression (num_labels == 1) head */
+    const int32_t *labels;      /* [B] */
+    const float *targets;       /* [B] */
+    double loss_norm;           /* the summed loss is divided by this; 0 = M (MLM) or B */
+    uint64_t sample_offset;     /* global index of sequence 0: names its dropout streams */
+} tupe_batch;
+
+/* Training-mode settings of a forward pass; NULL means evaluation (no dropout). */
+typedef struct tupe_step {
+    uint64_t seed;              /* dropout seed */
+    uint32_t step;              /* training step: dropout differs from step to step */
+} tupe_step;
+
+typedef struct tupe_fwd_out {
+    double loss;                /* loss_sum / loss_norm: the value whose gradient backward gives */
+    double loss_sum;            /* summed natural-log cross-entropy (or squared error) */
+    int64_t correct;            /* predictions equal to the label (MLM and classification) */
+    int64_t count;              /* M, or B for the heads */
+} tupe_fwd_out;
+
+int tupe_model_create(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
+                      const tupe_capacity *cap, tupe_err *e);
+void tupe_model_free(tupe_model *m);
+
+const tupe_config *tupe_model_config(const tupe_model *m);
+tupe_backend *tupe_model_backend(const tupe_model *m);
+const tupe_layout *tupe_model_layout(const tupe_model *m);
+/* Bytes of the arena (parameters, gradients, activations). */
+size_t tupe_model_arena_bytes(const tupe_model *m);
+
+/* The flat buffers: `total` elements each (tupe_model_layout(m)->total), real (backend.h). */
+tupe_dev *tupe_model_params(tupe_model *m);
+tupe_dev *tupe_model_grads(tupe_model *m);
+/* The wide (fp32) master copy of the parameters, when the backend's real elements are narrower
+ * (cuda-bf16); NULL otherwise, where the parameters are their own master. */
+tupe_dev *tupe_model_master(tupe_model *m);
+/* Every parameter to or from the host as fp32, flat in the layout (through the master copy
+ * when there is one, so that nothing is lost to the bf16 working copy). */
+void tupe_model_params_get(tupe_model *m, float *flat);
+void tupe_model_params_put(tupe_model *m, const float *flat);
+void tupe_model_zero_grad(tupe_model *m);
+
+/* BERT initialization (spec §5) from the seed: N(0, initializer_range) for weights and
+ * embeddings, zero biases, unit LayerNorm; the classification head U(+-1/sqrt(fan_in)). */
+int tupe_model_init(tupe_model *m, uint64_t seed, tupe_err *e);
+/* Same, for the tensors whose names start with `prefix` only (e.g. "classifier."). */
+int tupe_model_init_prefix(tupe_model *m, uint64_t seed, const char *prefix, tupe_err *e);
+
+/* One tensor to or from the host, as fp32 (n must equal its numel). Unknown name: TUPE_EDATA. */
+int tupe_model_set(tupe_model *m, const char *name, const float *src, size_t n, tupe_err *e);
+int tupe_model_get(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e);
+int tupe_model_get_grad(tupe_model *m, const char *name, float *dst, size_t n, tupe_err *e);
+/* The same in double precision (exact on the cpu64 backend). */
+int tupe_model_set_f64(tupe_model *m, const char *name, const double *src, size_t n, tupe_err *e);
+int tupe_model_get_grad_f64(tupe_model *m, const char *name, double *dst, size_t n, tupe_err *e);
+
+/* Forward pass and loss. Errors (TUPE_EDATA) name what is wrong with the batch. */
+int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *step,
+                       tupe_fwd_out *out, tupe_err *e);
+/* Gradients of the last forward pass's loss, added into tupe_model_grads. */
+int tupe_model_backward(tupe_model *m, tupe_err *e);
+
+/* What the last forward pass computed, for inspection (tupe-attnviz, tests). */
+enum tupe_probe {
+    TUPE_PROBE_LOGITS = 0,    /* [M, V] (MLM) or [B, C]; valid until backward */
+    TUPE_PROBE_POS_BIAS,      /* [H, T, T]: positional bias added to every layer's scores */
+    TUPE_PROBE_ATTN_PROBS,    /* [B, H, T, T] of a layer (before dropout; valid until backward) */
+    TUPE_PROBE_QKV,           /* [B*T, 3D] of a layer: Q | K | V after their biases (BERT-Ad:
+                                 with the position projections added); unscaled */
+    TUPE_PROBE_HIDDEN,        /* [B*T, D]: input of layer `layer` (layer L: the encoder output) */
+    TUPE_PROBE_POS_QK         /* [2, R, D]: position queries and keys (TUPE: R = T+1, the
+                                 queries unscaled; BERT-Ad: R = T) */
+};
+/* Elements of a probe for the last forward pass; 0 when the model does not have it. */
+size_t tupe_model_probe_size(const tupe_model *m, int probe);
+int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, tupe_err *e);
+
+/* The T5 relative-position bucket of key j for query i (spec §4; num_buckets covers both
+ * directions), without the [CLS] overrides. */
+int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance);
+/* The bucket table of a configuration for a T x T attention map (row-major): TUPE-R with the
+ * [CLS] reset puts bucket 32 in column 0 and then 16 in row 0. */
+void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out);
+
+#endif

@@ -1,0 +1,56 @@
+/* AdamW as fairseq runs it (spec §7, model contract §5), the learning-rate schedule (linear
+ * warmup, then linear or polynomial decay) and global-norm gradient clipping.
+ *
+ * The moments live on the model's backend, in the layout of the parameters (params.h), so
+ * that a checkpoint stores them per tensor and a data-parallel trainer can shard them. */
+#ifndef TUPE_OPTIM_H
+#define TUPE_OPTIM_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef struct tupe_adamw_cfg {
+    double beta1, beta2, eps;
+    double weight_decay;
+    double clip;             /* clip the global gradient norm to this; 0 = no clipping */
+    int exclude_ln_bias;     /* no decay for biases and LayerNorm parameters */
+} tupe_adamw_cfg;
+
+/* The paper's: betas (0.9, 0.999), eps 1e-6, weight decay 0.01 on everything, clip 1.0. */
+void tupe_adamw_defaults(tupe_adamw_cfg *c);
+
+typedef struct tupe_schedule {
+    double peak;             /* learning rate at the end of warmup */
+    double end;              /* learning rate at step `total` */
+    int64_t warmup, total;   /* steps */
+    double power;            /* 1 = linear decay */
+} tupe_schedule;
+
+/* Learning rate of step t (1-based): peak t/W for t <= W, then
+ * (peak - end) ((total - t)/(total - W))^power + end, and `end` after total. */
+double tupe_lr_at(const tupe_schedule *s, int64_t t);
+
+typedef struct tupe_adamw tupe_adamw;
+
+int tupe_adamw_create(tupe_adamw **o, tupe_model *m, const tupe_adamw_cfg *c, tupe_err *e);
+void tupe_adamw_free(tupe_adamw *o);
+const tupe_adamw_cfg *tupe_adamw_config(const tupe_adamw *o);
+/* Updates done so far (t of the bias correction); settable when resuming. */
+int64_t tupe_adamw_steps(const tupe_adamw *o);
+void tupe_adamw_set_steps(tupe_adamw *o, int64_t t);
+/* The moments (flat, in the parameter layout; wide buffers, backend.h). */
+tupe_dev *tupe_adamw_exp_avg(tupe_adamw *o);
+tupe_dev *tupe_adamw_exp_avg_sq(tupe_adamw *o);
+
+/* Euclidean norm of all gradients (not finite when any gradient is not). */
+double tupe_grad_norm(tupe_model *m);
+/* One update with learning rate lr: clips by the global norm (computed here unless
+ * grad_norm >= 0 is given), then AdamW on every parameter. Returns the norm before clipping. */
+double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm);
+/* The same update restricted to elements [lo, hi) of the flat buffers (a data-parallel rank's
+ * shard of the optimizer, ZeRO-1 style); grad_norm must be the global norm (>= 0). Every rank
+ * calls it once per step, so the step count advances as in tupe_adamw_step. */
+void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi);
+
+#endif

@@ -1,0 +1,254 @@
+#include "text/input.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PEEK 1024
+#define ARBUF (1 << 17)
+
+enum { K_TEXT, K_ARCHIVE };
+
+struct tupe_source {
+    int fd, own;
+    char *path;
+    int kind;
+    uint8_t peek[PEEK];
+    size_t npeek, peekpos; /* bytes peeked, bytes of them handed on */
+    uint64_t consumed;
+    int started, done;     /* members: the first was returned; no more */
+    char *name;            /* current member's display name */
+    struct archive *a;
+    int a_raw;             /* libarchive chose the raw format: a single compressed file */
+    uint8_t *abuf;
+    int read_errno;
+};
+
+/* Read up to n bytes, retrying on EINTR; -1 with errno on failure. */
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* The bytes after the peeked ones: handed out first, then the descriptor. */
+static ssize_t raw_read(tupe_source *s, void *buf, size_t cap)
+{
+    if (s->peekpos < s->npeek) {
+        size_t n = s->npeek - s->peekpos;
+        if (n > cap)
+            n = cap;
+        memcpy(buf, s->peek + s->peekpos, n);
+        s->peekpos += n;
+        return (ssize_t)n;
+    }
+    for (;;) {
+        ssize_t r = read(s->fd, buf, cap);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r > 0)
+            s->consumed += (uint64_t)r;
+        return r;
+    }
+}
+
+static la_ssize_t ar_read(struct archive *a, void *data, const void **buf)
+{
+    tupe_source *s = data;
+    ssize_t r = raw_read(s, s->abuf, ARBUF);
+    if (r < 0) {
+        s->read_errno = errno;
+        archive_set_error(a, errno, "read failed: %s", strerror(errno));
+        return -1;
+    }
+    *buf = s->abuf;
+    return r;
+}
+
+static int is_compressed_or_archive(const uint8_t *p, size_t n)
+{
+    static const uint8_t zstd[4] = {0x28, 0xB5, 0x2F, 0xFD}, gz[2] = {0x1F, 0x8B},
+                         xz[6] = {0xFD, '7', 'z', 'X', 'Z', 0}, lz4[4] = {0x04, 0x22, 0x4D, 0x18};
+    if (n >= 4 && memcmp(p, zstd, 4) == 0)
+        return 1;
+    if (n >= 2 && memcmp(p, gz, 2) == 0)
+        return 1;
+    if (n >= 6 && memcmp(p, xz, 6) == 0)
+        return 1;
+    if (n >= 4 && memcmp(p, lz4, 4) == 0)
+        return 1;
+    /* bzip2: "BZh1".."BZh9" and a block or end-of-stream magic, so that text starting with
+     * "BZh" stays text */
+    if (n >= 10 && p[0] == 'B' && p[1] == 'Z' && p[2] == 'h' && p[3] >= '1' && p[3] <= '9' &&
+        (memcmp(p + 4, "1AY&SY", 6) == 0 || memcmp(p + 4, "\x17rE8P\x90", 6) == 0))
+        return 1;
+    if (n >= 4 && p[0] == 'P' && p[1] == 'K' &&
+        ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
+        return 1;
+    if (n >= 262 && memcmp(p + 257, "ustar", 5) == 0)
+        return 1;
+    return 0;
+}
+
+int tupe_source_open(tupe_source **out, const char *path, tupe_err *e)
+{
+    tupe_source *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    if (strcmp(path, "-") == 0) {
+        s->fd = 0;
+    } else {
+        s->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (s->fd < 0) {
+            int err = errno;
+            tupe_source_close(s);
+            return tupe_fail_errno(e, TUPE_ENOINPUT, err, "%s", path);
+        }
+        s->own = 1;
+    }
+    struct stat st;
+    if (fstat(s->fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tupe_source_close(s);
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
+    }
+    ssize_t r = read_full(s->fd, s->peek, PEEK);
+    if (r < 0) {
+        int err = errno;
+        tupe_source_close(s);
+        return tupe_fail_errno(e, TUPE_EIO, err, "%s: read failed", tupe_path_name(path));
+    }
+    s->npeek = (size_t)r;
+    s->consumed = (uint64_t)r;
+    s->kind = is_compressed_or_archive(s->peek, s->npeek) ? K_ARCHIVE : K_TEXT;
+    if (s->kind == K_ARCHIVE) {
+        s->abuf = malloc(ARBUF);
+        s->a = archive_read_new();
+        if (!s->abuf || !s->a) {
+            tupe_source_close(s);
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        }
+        archive_read_support_filter_all(s->a);
+        archive_read_support_format_tar(s->a);
+        archive_read_support_format_zip(s->a);
+        archive_read_support_format_raw(s->a);
+        if (archive_read_open(s->a, s, NULL, ar_read, NULL) != ARCHIVE_OK) {
+            int rc = tupe_fail(e, s->read_errno ? TUPE_EIO : TUPE_EDATA, "%s: %s",
+                               tupe_path_name(path), archive_error_string(s->a));
+            tupe_source_close(s);
+            return rc;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+int tupe_source_next(tupe_source *s, const char **name, tupe_err *e)
+{
+    if (s->done)
+        return 0;
+    free(s->name);
+    s->name = NULL;
+    if (s->kind == K_TEXT) {
+        if (s->started) {
+            s->done = 1;
+            return 0;
+        }
+        s->started = 1;
+        s->name = strdup(tupe_path_name(s->path));
+    } else {
+        for (;;) {
+            struct archive_entry *ent;
+            int r = archive_read_next_header(s->a, &ent);
+            if (r == ARCHIVE_EOF) {
+                s->done = 1;
+                return 0;
+            }
+            if (r < ARCHIVE_WARN) {
+                tupe_fail(e, s->read_errno ? TUPE_EIO : TUPE_EDATA, "%s: %s",
+                          tupe_path_name(s->path), archive_error_string(s->a));
+                return -1;
+            }
+            if (!s->started) {
+                s->a_raw = archive_format(s->a) == ARCHIVE_FORMAT_RAW;
+                s->started = 1;
+            }
+            if (s->a_raw) {
+                s->name = strdup(tupe_path_name(s->path));
+                break;
+            }
+            if (archive_entry_filetype(ent) != AE_IFREG)
+                continue;
+            const char *m = archive_entry_pathname(ent);
+            size_t n = strlen(s->path) + strlen(m ? m : "?") + 2;
+            if ((s->name = malloc(n)))
+                snprintf(s->name, n, "%s:%s", tupe_path_name(s->path), m ? m : "?");
+            break;
+        }
+    }
+    if (!s->name) {
+        tupe_fail(e, TUPE_EFAIL, "out of memory");
+        return -1;
+    }
+    *name = s->name;
+    return 1;
+}
+
+int tupe_source_read(tupe_source *s, void *buf, size_t cap, size_t *got, tupe_err *e)
+{
+    *got = 0;
+    if (s->kind == K_TEXT) {
+        while (*got < cap) {
+            ssize_t r = raw_read(s, (char *)buf + *got, cap - *got);
+            if (r < 0)
+                return tupe_fail_errno(e, TUPE_EIO, errno, "%s: read failed", s->name);
+            if (r == 0)
+                break;
+            *got += (size_t)r;
+        }
+        return 0;
+    }
+    la_ssize_t r = archive_read_data(s->a, buf, cap);
+    if (r < 0)
+        return tupe_fail(e, s->read_errno ? TUPE_EIO : TUPE_EDATA, "%s: %s", s->name,
+                         archive_error_string(s->a));
+    *got = (size_t)r;
+    return 0;
+}
+
+uint64_t tupe_source_consumed(const tupe_source *s) { return s->consumed; }
+
+const char *tupe_source_kind(const tupe_source *s)
+{
+    return s->kind == K_TEXT ? "text" : s->a_raw ? "compressed" : "archive";
+}
+
+void tupe_source_close(tupe_source *s)
+{
+    if (!s)
+        return;
+    if (s->a)
+        archive_read_free(s->a);
+    if (s->own)
+        close(s->fd);
+    free(s->abuf);
+    free(s->name);
+    free(s->path);
+    free(s);
+}

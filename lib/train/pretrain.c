@@ -1,0 +1,901 @@
+#include "train/pretrain.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/checksum.h"
+#include "base/fault.h"
+#include "base/fileio.h"
+#include "base/progress.h"
+#include "data/shardread.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "train/masking.h"
+#include "train/rundir.h"
+
+void tupe_pretrain_defaults(tupe_pretrain_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = NULL; /* bert-base, or the configuration of --checkpoint */
+    o->untie_cls = -1;
+    o->dropout = o->attention_dropout = -1;
+    o->steps = 1000000;
+    o->warmup = 10000;
+    o->batch = 256;
+    o->lr = 1e-4;
+    o->end_lr = 0;
+    o->power = 1;
+    tupe_adamw_defaults(&o->adam);
+    o->seed = 1;
+    o->mask_prob = 0.15;
+    o->mask_frac = 0.8;
+    o->random_frac = 0.1;
+    o->log_every = 100;
+    o->eval_every = 10000;
+    o->save_every = 10000;
+    o->keep_last = 3;
+    o->prefetch = 2;
+}
+
+/* ---- checkpoints of a run ----------------------------------------------------------------- */
+
+static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
+{
+    for (int k = 0; k < o->n_keep_steps; k++)
+        if (o->keep_steps[k] == step)
+            return 1;
+    return 0;
+}
+
+/* ---- state shared by training and evaluation ------------------------------------------------ */
+
+typedef struct run {
+    const tupe_pretrain_opts *o;
+    tupe_comm *comm;
+    int rank, world;
+    tupe_model *m;
+    tupe_config cfg;
+    const tupe_shard_meta *meta;
+    uint32_t seq_len;
+    int mb;                      /* sequences per forward pass */
+    tupe_mask_cfg mask;
+    int32_t *rand_ids;
+    /* the sequences of one step on this rank (row i = sequence i) */
+    int32_t *ids, *lengths, *mcount, *mpos, *mlab;
+    /* one micro-batch, packed for the model */
+    int32_t *b_ids, *b_pos, *b_lab;
+    uint32_t *seq;
+} run;
+
+static int alloc_buffers(run *r, int nseq, tupe_err *e)
+{
+    size_t n = (size_t)nseq * r->seq_len, nb = (size_t)r->mb * r->seq_len;
+    r->ids = malloc(n * sizeof *r->ids);
+    r->mpos = malloc(n * sizeof *r->mpos);
+    r->mlab = malloc(n * sizeof *r->mlab);
+    r->lengths = malloc((size_t)nseq * sizeof *r->lengths);
+    r->mcount = malloc((size_t)nseq * sizeof *r->mcount);
+    r->b_ids = malloc(nb * sizeof *r->b_ids);
+    r->b_pos = malloc(nb * sizeof *r->b_pos);
+    r->b_lab = malloc(nb * sizeof *r->b_lab);
+    r->seq = malloc(r->seq_len * sizeof *r->seq);
+    if (!r->ids || !r->mpos || !r->mlab || !r->lengths || !r->mcount || !r->b_ids || !r->b_pos ||
+        !r->b_lab || !r->seq)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    return 0;
+}
+
+static void free_run(run *r)
+{
+    free(r->ids), free(r->mpos), free(r->mlab), free(r->lengths), free(r->mcount);
+    free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->seq), free(r->rand_ids);
+    tupe_model_free(r->m);
+    r->m = NULL;
+}
+
+/* Random replacement tokens: every id but the special ones. */
+static int mask_setup(run *r, tupe_err *e)
+{
+    const int32_t *sp = r->meta->special;
+    if (sp[TUPE_SP_MASK] < 0)
+        return tupe_fail(e, TUPE_EDATA, "%s: the shards record no [MASK] id (the vocabulary has "
+                         "no mask token)", r->o->data);
+    uint32_t V = r->meta->vocab_size;
+    r->rand_ids = malloc(V * sizeof *r->rand_ids);
+    if (!r->rand_ids)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    size_t n = 0;
+    for (uint32_t i = 0; i < V; i++) {
+        int special = 0;
+        for (int k = 0; k < TUPE_SP_COUNT; k++)
+            special |= sp[k] == (int32_t)i;
+        if (!special)
+            r->rand_ids[n++] = (int32_t)i;
+    }
+    tupe_mask_cfg mc = {r->o->seed, r->o->mask_prob, r->o->mask_frac, r->o->random_frac,
+                        sp[TUPE_SP_MASK], r->rand_ids, n};
+    r->mask = mc;
+    return 0;
+}
+
+/* Read and mask up to `count` sequences of this rank (row i = sequence i). Returns how many
+ * were read (fewer only at the end of the split), or -1. */
+static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64_t *masked,
+                       int64_t *tokens, tupe_err *e)
+{
+    int got = 0;
+    for (int i = 0; i < count; i++) {
+        uint32_t len;
+        uint64_t index;
+        int rc = tupe_shardr_next(rd, r->seq, &len, &index, e);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            break;
+        int32_t *row = r->ids + (size_t)i * r->seq_len;
+        for (uint32_t t = 0; t < r->seq_len; t++)
+            row[t] = (int32_t)r->seq[t];
+        r->lengths[i] = (int32_t)len;
+        r->mcount[i] = tupe_mask_sample(&r->mask, epoch, index, row, (int)len,
+                                        r->mpos + (size_t)i * r->seq_len,
+                                        r->mlab + (size_t)i * r->seq_len);
+        *masked += r->mcount[i];
+        *tokens += len;
+        got++;
+    }
+    return got;
+}
+
+/* Pack rows [first, first + n) into a model batch padded to the longest of them. */
+static void make_batch(run *r, int first, int n, tupe_batch *b)
+{
+    int T = 1;
+    for (int i = 0; i < n; i++)
+        T = r->lengths[first + i] > T ? r->lengths[first + i] : T;
+    int M = 0;
+    for (int i = 0; i < n; i++) {
+        const int32_t *src = r->ids + (size_t)(first + i) * r->seq_len;
+        memcpy(r->b_ids + (size_t)i * (size_t)T, src, (size_t)T * sizeof *src);
+        const int32_t *mp = r->mpos + (size_t)(first + i) * r->seq_len;
+        const int32_t *ml = r->mlab + (size_t)(first + i) * r->seq_len;
+        for (int k = 0; k < r->mcount[first + i]; k++) {
+            r->b_pos[M] = i * T + mp[k];
+            r->b_lab[M++] = ml[k];
+        }
+    }
+    memset(b, 0, sizeof *b);
+    b->B = n;
+    b->T = T;
+    b->ids = r->b_ids;
+    b->lengths = r->lengths + first;
+    b->M = M;
+    b->mask_pos = r->b_pos;
+    b->mask_label = r->b_lab;
+}
+
+static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_err *e)
+{
+    tupe_shardr_opts so;
+    tupe_shardr_opts_init(&so);
+    so.split = split;
+    so.rank = (uint32_t)r->rank;
+    so.world = (uint32_t)r->world;
+    so.shuffle = shuffle;
+    so.seed = r->o->seed;
+    so.prefetch = r->o->prefetch;
+    return tupe_shardr_open(rd, r->o->data, &so, e);
+}
+
+/* Mean loss and accuracy on the validation split with the fixed evaluation masks. */
+static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (r->meta->split[TUPE_SPLIT_VALID].sequences == 0)
+        return 0;
+    tupe_shardr *rd;
+    int rc = open_reader(r, &rd, TUPE_SPLIT_VALID, 0, e);
+    if (rc)
+        return rc;
+    uint64_t n = tupe_shardr_size(rd);
+    if (limit > 0 && (uint64_t)limit < n)
+        n = (uint64_t)limit;
+    /* This rank's positions below n: r, r + W, ... */
+    int64_t mine = n > (uint64_t)r->rank ? (int64_t)((n - (uint64_t)r->rank + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
+    double sums[3] = {0, 0, 0}; /* loss, correct, masked */
+    uint64_t seqs = 0;
+    for (int64_t done = 0; done < mine;) {
+        int want = (int)(mine - done < r->mb ? mine - done : r->mb);
+        int64_t masked = 0, tokens = 0;
+        int got = read_masked(r, rd, TUPE_MASK_EVAL_EPOCH, want, &masked, &tokens, e);
+        if (got < 0) {
+            tupe_shardr_close(rd);
+            return e->code;
+        }
+        if (got == 0)
+            break;
+        tupe_batch b;
+        make_batch(r, 0, got, &b);
+        if (b.M > 0) {
+            tupe_fwd_out out;
+            if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e))) {
+                tupe_shardr_close(rd);
+                return rc;
+            }
+            sums[0] += out.loss_sum;
+            sums[1] += (double)out.correct;
+            sums[2] += (double)out.count;
+        }
+        seqs += (uint64_t)got;
+        done += got;
+    }
+    tupe_shardr_close(rd);
+    if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 3, e)) ||
+        (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)))
+        return rc;
+    res->masked = (int64_t)sums[2];
+    res->sequences = (int64_t)seqs;
+    res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
+    res->acc = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    return 0;
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+/* --position and --tie-cls / --untie-cls. */
+static int apply_variant(const tupe_pretrain_opts *o, tupe_config *c, tupe_err *e)
+{
+    if (o->position) {
+        int p = tupe_position_parse(o->position);
+        if (p < 0)
+            return tupe_fail(e, TUPE_EUSAGE, "unknown position variant '%s'", o->position);
+        c->position = p;
+    }
+    if (o->untie_cls >= 0)
+        c->untie_cls = o->untie_cls;
+    return 0;
+}
+
+/* The configuration of the resumed or evaluated checkpoint `ckpt`; else --model; else that of
+ * the --checkpoint the weights come from; else bert-base. */
+static int resolve_config(run *r, const char *ckpt, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = r->o;
+    int rc = ckpt ? tupe_ckpt_config(ckpt, &r->cfg, e)
+             : !o->model && o->init ? tupe_ckpt_config(o->init, &r->cfg, e)
+             : tupe_config_load(&r->cfg, o->model ? o->model : "bert-base", e);
+    if (rc)
+        return rc;
+    if (ckpt && r->cfg.num_labels > 0) /* a tupe-glue checkpoint: its head replaced the MLM head */
+        return tupe_fail(e, TUPE_EDATA, "%s is a fine-tuned classifier (%d labels): it has no "
+                         "masked-LM head", ckpt, r->cfg.num_labels);
+    if (!ckpt) {
+        if ((rc = apply_variant(o, &r->cfg, e)))
+            return rc;
+        r->cfg.num_labels = 0;
+    } else if (o->model || o->position || o->untie_cls >= 0) {
+        /* --resume continues the run's own model: options that ask for another are refused
+         * rather than ignored. */
+        tupe_config want = r->cfg;
+        char field[64];
+        if ((o->model && (rc = tupe_config_load(&want, o->model, e))) || (rc = apply_variant(o, &want, e)))
+            return rc;
+        if (want.vocab_size == 0)
+            want.vocab_size = r->cfg.vocab_size;
+        if (!tupe_config_same_encoder(&want, &r->cfg, field, sizeof field)) {
+            if (strcmp(field, "position") == 0)
+                return tupe_fail(e, TUPE_EUSAGE, "%s is a %s model, not %s: --resume continues the "
+                                 "run's model", ckpt, tupe_position_name(r->cfg.position),
+                                 tupe_position_name(want.position));
+            return tupe_fail(e, TUPE_EUSAGE, "%s: its %s differs from the one --model, --position or "
+                             "--tie-cls ask for: --resume continues the run's model", ckpt, field);
+        }
+    }
+    if (o->untie_cls >= 0 && !tupe_cfg_tupe(&r->cfg))
+        return tupe_fail(e, TUPE_EUSAGE, "--%s applies to tupe-a and tupe-r, not to a %s model",
+                         o->untie_cls ? "untie-cls" : "tie-cls", tupe_position_name(r->cfg.position));
+    if (o->dropout >= 0)
+        r->cfg.hidden_dropout = o->dropout;
+    if (o->attention_dropout >= 0)
+        r->cfg.attention_dropout = o->attention_dropout;
+    if (r->cfg.vocab_size == 0)
+        r->cfg.vocab_size = (int)r->meta->vocab_size;
+    if ((uint32_t)r->cfg.vocab_size != r->meta->vocab_size)
+        return tupe_fail(e, TUPE_EDATA, "%s: the shards use a vocabulary of %u tokens, the model %d",
+                         o->data, r->meta->vocab_size, r->cfg.vocab_size);
+    if (r->seq_len > (uint32_t)r->cfg.max_position)
+        return tupe_fail(e, TUPE_EDATA, "%s: sequences of %u tokens, longer than the model's "
+                         "max_position_embeddings (%d)", o->data, r->seq_len, r->cfg.max_position);
+    return tupe_config_check(&r->cfg, 1, e);
+}
+
+/* A checkpoint of tupe-pretrain records the vocabulary of its shards: shards of another
+ * vocabulary of the same size, whose ids mean other tokens, are refused. */
+static int check_vocab_hash(const run *r, const char *ckpt, const char *state, tupe_err *e)
+{
+    json_error_t je;
+    json_t *st = state ? json_loads(state, 0, &je) : NULL;
+    json_t *vh = st ? json_object_get(st, "vocab_hash") : NULL;
+    uint64_t h;
+    int rc = 0;
+    if (json_is_string(vh) && tupe_hash_parse(json_string_value(vh), &h) == 0 && h != 0 &&
+        r->meta->vocab_hash != 0 && h != r->meta->vocab_hash) {
+        char a[22], b[22];
+        tupe_hash_hex(h, a);
+        tupe_hash_hex(r->meta->vocab_hash, b);
+        rc = tupe_fail(e, TUPE_EDATA, "%s was trained with another vocabulary (%s) than the shards "
+                       "of %s (%s)", ckpt, a, r->o->data, b);
+    }
+    json_decref(st);
+    return rc;
+}
+
+static int create_model(run *r, tupe_backend *be, tupe_err *e)
+{
+    /* floor(prob * len + u) positions at most per sequence: the logits buffer (masked x
+     * vocabulary) is sized by this bound, not by every position. */
+    int per_seq = (int)floor(r->o->mask_prob * r->seq_len) + 1;
+    if (per_seq > (int)r->seq_len)
+        per_seq = (int)r->seq_len;
+    tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * per_seq};
+    return tupe_model_create(&r->m, &r->cfg, be, &cap, e);
+}
+
+/* ---- the training state stored with a checkpoint ------------------------------------------- */
+
+typedef struct tstate {
+    int64_t step, tokens, skipped;
+    uint64_t data_hash;
+    int batch;
+    double elapsed;
+    int has_seed;                /* read from a checkpoint: whether it recorded its seed */
+    uint64_t seed;
+} tstate;
+
+static char *state_json(const tstate *s, const run *r)
+{
+    json_t *o = json_object();
+    char h[22];
+    tupe_hash_hex(s->data_hash, h);
+    json_object_set_new(o, "step", json_integer(s->step));
+    json_object_set_new(o, "tokens", json_integer(s->tokens));
+    json_object_set_new(o, "skipped_nonfinite", json_integer(s->skipped));
+    json_object_set_new(o, "batch", json_integer(s->batch));
+    json_object_set_new(o, "seed", json_integer((json_int_t)r->o->seed));
+    json_object_set_new(o, "data_hash", json_string(h));
+    /* The vocabulary the model's ids mean: tupe-glue and tupe-convert check it. */
+    tupe_hash_hex(r->meta->vocab_hash, h);
+    json_object_set_new(o, "vocab_hash", json_string(h));
+    json_object_set_new(o, "elapsed_s", json_real(s->elapsed));
+    json_object_set_new(o, "world", json_integer(r->world));
+    char *txt = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return txt;
+}
+
+static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *e)
+{
+    json_error_t je;
+    json_t *o = txt ? json_loads(txt, 0, &je) : NULL;
+    if (!o)
+        return tupe_fail(e, TUPE_EDATA, "%s: no readable training state in the checkpoint", where);
+    json_t *st = json_object_get(o, "step"), *tk = json_object_get(o, "tokens"),
+           *sk = json_object_get(o, "skipped_nonfinite"), *b = json_object_get(o, "batch"),
+           *dh = json_object_get(o, "data_hash"), *el = json_object_get(o, "elapsed_s");
+    int rc = 0;
+    if (!json_is_integer(st) || !json_is_integer(b) || !json_is_string(dh) ||
+        tupe_hash_parse(json_string_value(dh), &s->data_hash))
+        rc = tupe_fail(e, TUPE_EDATA, "%s: malformed training state", where);
+    else {
+        s->step = json_integer_value(st);
+        json_int_t batch = json_integer_value(b);
+        s->batch = batch > 0 && batch <= INT_MAX ? (int)batch : 0;
+        s->tokens = json_is_integer(tk) ? json_integer_value(tk) : 0;
+        s->skipped = json_is_integer(sk) ? json_integer_value(sk) : 0;
+        s->elapsed = json_is_number(el) ? json_number_value(el) : 0;
+        json_t *sd = json_object_get(o, "seed");
+        s->has_seed = json_is_integer(sd);
+        s->seed = s->has_seed ? (uint64_t)json_integer_value(sd) : 0;
+        /* The metadata carries no check of its own: refuse what no run could have written. */
+        if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
+            s->skipped > s->step || !(s->elapsed >= 0))
+            rc = tupe_fail(e, TUPE_EDATA, "%s: training state out of range (step %lld, batch "
+                           "%lld)", where, (long long)s->step, (long long)batch);
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* The identity of the training data: the manifest's content hash and split sizes. */
+static uint64_t data_identity(const tupe_shard_meta *m)
+{
+    uint64_t v[6] = {m->in_hash, m->vocab_hash, m->seq_len, m->seed,
+                     m->split[TUPE_SPLIT_TRAIN].sequences, m->split[TUPE_SPLIT_VALID].sequences};
+    return tupe_hash64(v, sizeof v);
+}
+
+/* A message for the user (the caller's note function), from rank 0 only. */
+static void say(const run *r, int kind, const char *fmt, ...) TUPE_PRINTF(3, 4);
+static void say(const run *r, int kind, const char *fmt, ...)
+{
+    if (r->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    tupe_vnote(r->o->note, r->o->note_ctx, kind, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- training --------------------------------------------------------------------------------- */
+
+/* A training run: the state shared with evaluation, and the loop's own. */
+typedef struct trainer {
+    run r;
+    tupe_shardr *rd;             /* the training split */
+    tupe_adamw *opt;
+    tupe_rundir *dir;            /* rank 0's run directory while it is written */
+    tupe_schedule sched;
+    tstate st;
+    tupe_pretrain_result *res;
+    int per_rank;                /* sequences of each step on this rank */
+    uint64_t nseq;               /* training sequences */
+    int64_t spe;                 /* steps per epoch */
+    char resume_from[4096];      /* the checkpoint the run resumes from, or "" */
+    int64_t resume_step;
+    int64_t saved_at;            /* the step of the last checkpoint written or resumed, or -1 */
+    uint64_t cur_epoch;          /* the epoch the reader is positioned in */
+    /* Since the last metrics line (last) and the last progress line of either kind (note):
+     * time, tokens, summed loss and steps. */
+    double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
+    int64_t tok_last, n_acc, tok_note, n_note;
+} trainer;
+
+/* Options that need no data: refused before any file is opened. */
+static int check_options(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    if (o->batch <= 0 || o->batch % t->r.world)
+        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, t->r.world);
+    t->per_rank = o->batch / t->r.world;
+    t->r.mb = o->micro_batch > 0 ? o->micro_batch : t->per_rank;
+    if (t->per_rank % t->r.mb)
+        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
+                         "rank (--batch %d over %d ranks)", t->r.mb, t->per_rank, o->batch, t->r.world);
+    tupe_config c;
+    memset(&c, 0, sizeof c);
+    return apply_variant(o, &c, e);
+}
+
+/* The run directory: a new run, or the latest checkpoint of the one to resume. */
+static int find_run(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    int rc;
+    if ((rc = tupe_rundir_check(o->out, &tupe_run_pretrain, e)) ||
+        (rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from, &t->resume_step, e)))
+        return rc;
+    if (!o->resume && t->resume_from[0])
+        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
+         * and mix two runs in one directory. */
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
+                         "--resume continues it; to start over, remove it or choose another -o",
+                         o->out, (long long)t->resume_step);
+    return 0;
+}
+
+static int open_data(trainer *t, tupe_err *e)
+{
+    int rc = open_reader(&t->r, &t->rd, TUPE_SPLIT_TRAIN, 1, e);
+    if (rc)
+        return rc;
+    t->r.meta = tupe_shardr_meta(t->rd);
+    t->r.seq_len = t->r.meta->seq_len;
+    t->nseq = tupe_shardr_size(t->rd);
+    t->spe = (int64_t)(t->nseq / (uint64_t)t->r.o->batch);
+    if (t->spe == 0)
+        return tupe_fail(e, TUPE_EDATA, "%s: the training split has %llu sequences, fewer than one "
+                         "batch of %d", t->r.o->data, (unsigned long long)t->nseq, t->r.o->batch);
+    return 0;
+}
+
+static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
+{
+    int rc;
+    if ((rc = resolve_config(&t->r, t->resume_from[0] ? t->resume_from : NULL, e)) ||
+        (rc = mask_setup(&t->r, e)) || (rc = alloc_buffers(&t->r, t->per_rank, e)) ||
+        (rc = create_model(&t->r, be, e)) || (rc = tupe_adamw_create(&t->opt, t->r.m, &t->r.o->adam, e)))
+        return rc;
+    tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
+    t->st = st;
+    return 0;
+}
+
+/* The weights and the training state: the checkpoint resumed (which must continue this run's
+ * data order), the --checkpoint to start from, or a fresh initialization. A run resumed at or
+ * past --steps is complete: nothing more to do. */
+static int load_weights(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    const char *from = t->resume_from;
+    char *js = NULL;
+    int rc;
+    if (!from[0]) {
+        if (!o->init)
+            return tupe_model_init(t->r.m, o->seed, e);
+        if (!(rc = tupe_ckpt_load(o->init, t->r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            rc = check_vocab_hash(&t->r, o->init, js, e);
+        free(js);
+        return rc;
+    }
+    if ((rc = tupe_ckpt_load(from, t->r.m, t->opt, &js, 0, e)))
+        return rc;
+    tstate saved;
+    rc = parse_state(js, from, &saved, e);
+    free(js);
+    if (rc)
+        return rc;
+    if (saved.batch != o->batch)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
+                         "(now %d) to continue the same data order", from, saved.batch, o->batch);
+    if (saved.has_seed && saved.seed != o->seed)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                         "(now %llu) to continue the same data order, masks and dropout", from,
+                         (unsigned long long)saved.seed, (unsigned long long)o->seed);
+    if (saved.step != t->resume_step)
+        return tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
+                         "damaged?)", from, (long long)saved.step);
+    if (saved.data_hash != t->st.data_hash)
+        return tupe_fail(e, TUPE_EDATA, "%s was trained on other shards than %s", from, o->data);
+    t->st = saved;
+    snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", from);
+    if (t->st.step >= o->steps) {
+        /* A requeued job of a finished run: leave the run directory as it is. */
+        t->res->step = t->st.step;
+        t->res->complete = 1;
+    }
+    return 0;
+}
+
+/* Rank 0 opens the run directory and writes the model's configuration into it. */
+static int start_run_dir(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    if (t->r.rank != 0)
+        return 0;
+    int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, t->resume_from[0] ? t->st.step : -1, e);
+    if (rc)
+        return rc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", o->out);
+    char *cj = tupe_config_json(&t->r.cfg, 2);
+    size_t cl = cj ? strlen(cj) : 0;
+    char *line = cj ? realloc(cj, cl + 2) : NULL;
+    if (line) {
+        line[cl] = '\n';
+        line[cl + 1] = 0;
+        rc = tupe_write_file(path, line, cl + 1, e);
+    } else {
+        free(cj);
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    free(line);
+    return rc;
+}
+
+/* What is about to run, and the options that will not do what they seem to. */
+static void announce(const trainer *t)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    const run *r = &t->r;
+    say(r, TUPE_NOTE_INFO, "%s%s, %d layers x %d, vocabulary %d; %llu training "
+        "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
+        tupe_position_name(r->cfg.position),
+        tupe_cfg_tupe(&r->cfg) && !r->cfg.untie_cls ? " (tie-cls)" : "",
+        r->cfg.num_layers, r->cfg.hidden_size, r->cfg.vocab_size,
+        (unsigned long long)t->nseq, r->seq_len, o->batch, r->world, r->world > 1 ? "s" : "",
+        t->per_rank / r->mb, t->per_rank / r->mb > 1 ? "es" : "", r->mb,
+        (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
+    if (t->resume_from[0])
+        say(r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", t->resume_from, (long long)t->st.step);
+    else if (o->resume)
+        say(r, TUPE_NOTE_INFO, "--resume: no checkpoint in %s/checkpoints yet: a new run", o->out);
+    for (int k = 0; k < o->n_keep_steps; k++)
+        if (o->keep_steps[k] > o->steps)
+            say(r, TUPE_NOTE_INFO, "warning: --keep-step %lld is past the last step "
+                "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k], (long long)o->steps);
+    if (o->warmup > o->steps) /* the default warmup is 10,000 steps */
+        say(r, TUPE_NOTE_INFO, "warning: --warmup %lld is longer than --steps %lld: the "
+            "learning rate rises to %.3g at most, never to its peak of %g",
+            (long long)o->warmup, (long long)o->steps, tupe_lr_at(&t->sched, o->steps), o->lr);
+}
+
+static int save(trainer *t, tupe_err *e)
+{
+    run *r = &t->r;
+    int rc = 0;
+    if (r->rank == 0) {
+        char dir[4096];
+        tupe_rundir_checkpoint(dir, sizeof dir, r->o->out, t->st.step);
+        char *js = state_json(&t->st, r);
+        rc = js ? tupe_ckpt_save(dir, r->m, t->opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
+        free(js);
+        if (!rc) {
+            snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", dir);
+            tupe_rundir_prune(r->o->out, r->o->keep_last, r->o->keep_steps, r->o->n_keep_steps);
+        }
+    }
+    /* Every rank learns whether the checkpoint exists before going on. */
+    int32_t failed = rc != 0;
+    tupe_err e2;
+    if (tupe_comm_allmax_i32(r->comm, &failed, 1, &e2))
+        return rc ? rc : tupe_fail(e, e2.code, "%s", e2.msg);
+    if (failed && !rc)
+        return tupe_fail(e, TUPE_EIO, "rank 0 could not write the checkpoint of step %lld",
+                         (long long)t->st.step);
+    if (!rc)
+        t->saved_at = t->st.step;
+    return rc;
+}
+
+/* One optimizer step: this rank's sequences read and masked, forward and backward over its
+ * micro-batches, gradients and loss summed over the ranks, the update (or, with
+ * --skip-nonfinite, none for a non-finite loss or gradient). *loss and *norm are the step's. */
+static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+{
+    run *r = &t->r;
+    const tupe_pretrain_opts *o = r->o;
+    uint64_t epoch = (uint64_t)((step - 1) / t->spe);
+    uint64_t consumed = (uint64_t)((step - 1) % t->spe) * (uint64_t)o->batch;
+    int rc;
+    if (epoch != t->cur_epoch) {
+        if ((rc = tupe_shardr_seek(t->rd, epoch, consumed, e)))
+            return rc;
+        t->cur_epoch = epoch;
+    }
+    int64_t masked = 0, tokens = 0;
+    int got = read_masked(r, t->rd, (uint32_t)epoch, t->per_rank, &masked, &tokens, e);
+    if (got < 0)
+        return e->code;
+    if (got != t->per_rank)
+        return tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
+                         o->data, r->rank, got, t->per_rank);
+    uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
+    if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
+        return rc;
+    tupe_model_zero_grad(r->m);
+    double sums[2] = {0, 0};
+    for (int k = 0; k < t->per_rank / r->mb; k++) {
+        tupe_batch b;
+        make_batch(r, k * r->mb, r->mb, &b);
+        b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
+        b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)r->rank * (uint64_t)t->per_rank +
+                          (uint64_t)k * (uint64_t)r->mb;
+        if (b.M == 0)
+            continue; /* nothing masked in this micro-batch: no gradient */
+        tupe_step ts = {o->seed, (uint32_t)step};
+        tupe_fwd_out fo;
+        if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
+            return rc;
+        sums[0] += fo.loss_sum;
+        sums[1] += (double)fo.correct;
+    }
+    if ((rc = tupe_comm_allreduce_dev(r->comm, tupe_model_backend(r->m), tupe_model_grads(r->m),
+                                      tupe_model_layout(r->m)->total, e)) ||
+        (rc = tupe_comm_allreduce_f64(r->comm, sums, 2, e)))
+        return rc;
+    *loss = counts[0] ? sums[0] / (double)counts[0] : 0;
+    *norm = tupe_grad_norm(r->m);
+    if (tupe_fault_hit("trainer.nonfinite"))
+        *loss = NAN; /* fault injection for the tests of the non-finite handling */
+    if (!isfinite(*loss) || !isfinite(*norm)) {
+        if (!o->skip_nonfinite)
+            return tupe_fail(e, TUPE_EFAIL, "step %lld: non-finite %s (loss %g, gradient norm %g); "
+                             "stopped. The last good checkpoint is %s; --skip-nonfinite skips such "
+                             "steps instead", (long long)step, isfinite(*loss) ? "gradient" : "loss",
+                             *loss, *norm, t->res->checkpoint[0] ? t->res->checkpoint : "(none yet)");
+        t->st.skipped++;
+        say(r, TUPE_NOTE_INFO, "step %lld: non-finite loss or gradient, update skipped (%lld so far)",
+            (long long)step, (long long)t->st.skipped);
+    } else {
+        tupe_adamw_step(t->opt, tupe_lr_at(&t->sched, step), *norm);
+    }
+    t->st.step = step;
+    t->st.tokens += (int64_t)counts[1];
+    t->res->step = step;
+    t->res->last_loss = *loss;
+    return 0;
+}
+
+/* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
+ * loss is the mean over the steps since the previous line, which took step_s each. */
+static void progress_line(const run *r, int64_t step, int64_t steps, double loss, double lr,
+                          double norm, double tps, double step_s)
+{
+    char eta[24];
+    tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
+    say(r, TUPE_NOTE_STATUS, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+        (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+}
+
+/* After a step: a metrics line and a progress line every --log-every steps (and at the last),
+ * and between them a progress line at the progress interval, for slow runs. */
+static void report_step(trainer *t, int64_t step, double loss, double norm)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    t->loss_acc += loss;
+    t->n_acc++;
+    t->note_acc += loss;
+    t->n_note++;
+    double now = tupe_now();
+    t->st.elapsed = now - t->t0;
+    int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
+    if (log_now) {
+        double dt = now - t->t_last, tps = dt > 0 ? (double)(t->st.tokens - t->tok_last) / dt : 0;
+        double avg = t->loss_acc / (double)t->n_acc, lr = tupe_lr_at(&t->sched, step);
+        progress_line(&t->r, step, o->steps, avg, lr, norm, tps, dt / (double)t->n_acc);
+        tupe_rundir_metric(t->dir, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
+                           "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
+                           (long long)step, (unsigned long long)((step - 1) / t->spe), avg, avg / M_LN2,
+                           lr, norm, tps, (long long)t->st.tokens, t->st.elapsed);
+        t->t_last = now;
+        t->tok_last = t->st.tokens;
+        t->loss_acc = 0;
+        t->n_acc = 0;
+    }
+    if (o->log_every > 0 && !log_now && now - t->t_note >= t->interval) {
+        /* A slow run (a large model on a CPU) says how it goes at the progress interval
+         * between its --log-every lines (a progress line, not a metrics line). */
+        double dt = now - t->t_note;
+        progress_line(&t->r, step, o->steps, t->note_acc / (double)t->n_note, tupe_lr_at(&t->sched, step),
+                      norm, dt > 0 ? (double)(t->st.tokens - t->tok_note) / dt : 0, dt / (double)t->n_note);
+    }
+    if (log_now || now - t->t_note >= t->interval) {
+        t->t_note = now;
+        t->tok_note = t->st.tokens;
+        t->note_acc = 0;
+        t->n_note = 0;
+    }
+}
+
+/* The validation of step `step`, reported as a progress line and a metrics line. */
+static int validate(trainer *t, int64_t step, tupe_err *e)
+{
+    tupe_eval_result ev;
+    int rc = evaluate(&t->r, t->r.o->eval_sequences, &ev, e);
+    if (rc || ev.masked == 0)
+        return rc;
+    t->res->val_loss = ev.loss;
+    t->res->val_acc = ev.acc;
+    say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+        "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2, 100 * ev.acc, (long long)ev.sequences);
+    tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                       "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
+                       (long long)ev.masked);
+    return 0;
+}
+
+/* Whether to leave after this step: a signal, --stop-after or --max-time (rank 0's clock);
+ * every rank gets the same answer. */
+static int stop_now(trainer *t, int64_t step, volatile sig_atomic_t *stop, int *flag, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    int32_t f = (stop && *stop) || (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
+                (t->r.rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
+    int rc = tupe_comm_allmax_i32(t->r.comm, &f, 1, e);
+    *flag = f;
+    return rc;
+}
+
+/* Steps until --steps, a stop, or an error; then, at the end of the schedule, the final
+ * validation and checkpoint. */
+static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    t->interval = tupe_progress_interval();
+    t->t_last = t->t_start = t->t_note = tupe_now();
+    t->t0 = t->t_last - t->st.elapsed;
+    t->tok_last = t->tok_note = t->st.tokens;
+    t->saved_at = t->resume_from[0] ? t->st.step : -1;
+    t->cur_epoch = UINT64_MAX;
+    int rc = 0;
+    for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
+        double loss = 0, norm = 0;
+        if ((rc = train_step(t, step, &loss, &norm, e)))
+            break;
+        report_step(t, step, loss, norm);
+        if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps && (rc = validate(t, step, e)))
+            break;
+        /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
+        if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
+            step != o->steps && (rc = save(t, e)))
+            break;
+        int flag;
+        if ((rc = stop_now(t, step, stop, &flag, e)))
+            break;
+        if (flag) {
+            if (t->saved_at != step)
+                rc = save(t, e);
+            t->res->interrupted = !rc;
+            break;
+        }
+    }
+    if (!rc && !t->res->interrupted && t->st.step == o->steps) {
+        if ((rc = validate(t, t->st.step, e)))
+            return rc;
+        if (t->saved_at != t->st.step)
+            rc = save(t, e);
+    }
+    t->res->skipped = t->st.skipped;
+    return rc;
+}
+
+int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
+                      volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->val_loss = res->val_acc = NAN;
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    t->r.o = o;
+    t->r.comm = comm;
+    t->r.rank = tupe_comm_rank(comm);
+    t->r.world = tupe_comm_world(comm);
+    t->res = res;
+    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
+    t->sched = sched;
+    int rc;
+    if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&
+        !(rc = build_model(t, be, e)) && !(rc = load_weights(t, e)) && !res->complete &&
+        !(rc = start_run_dir(t, e))) {
+        announce(t);
+        rc = train(t, stop, e);
+    }
+    tupe_rundir_end(t->dir);
+    tupe_adamw_free(t->opt);
+    tupe_shardr_close(t->rd);
+    free_run(&t->r);
+    free(t);
+    return rc;
+}
+
+int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
+                         tupe_comm *comm, tupe_backend *be, tupe_eval_result *res, tupe_err *e)
+{
+    tupe_pretrain_opts oo = *o;
+    oo.data = data;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = &oo;
+    r.comm = comm;
+    r.rank = tupe_comm_rank(comm);
+    r.world = tupe_comm_world(comm);
+    r.mb = o->micro_batch > 0 ? o->micro_batch : 16;
+    tupe_shardr *rd;
+    int rc = open_reader(&r, &rd, TUPE_SPLIT_VALID, 0, e);
+    if (rc)
+        return rc;
+    r.meta = tupe_shardr_meta(rd);
+    r.seq_len = r.meta->seq_len;
+    if (r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
+        rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
+                       "--valid-fraction)", data);
+    if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
+        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
+        char *js = NULL;
+        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
+            !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
+            !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
+            rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
+                           "masked, so there is no loss (more --eval-sequences, or a larger "
+                           "--mask-prob)", data, (long long)res->sequences, res->sequences == 1 ? "" : "s");
+        free(js);
+    }
+    tupe_shardr_close(rd);
+    free_run(&r);
+    return rc;
+}

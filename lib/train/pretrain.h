@@ -1,0 +1,93 @@
+/* Masked-LM pre-training: the loop behind tupe-pretrain.
+ *
+ * One process per rank (lib/train/comm.h). Step s trains on the global batch of `batch` sequences
+ * at positions [s·batch, (s+1)·batch) of the epoch order of the shard reader (the epoch's
+ * tail that does not fill a batch is dropped); rank r reads every world-th of them, in
+ * micro-batches of `micro_batch`. Masks are drawn per (seed, epoch, stored index) and the loss
+ * is the mean over every masked position of the global batch, so the gradient does not depend
+ * on the number of ranks or micro-batches (up to the order of floating-point sums). Gradients
+ * are summed across ranks before clipping and the AdamW update, which every rank performs.
+ *
+ * A run directory (train/rundir.h: the rules every run directory follows) holds:
+ *   config.json                 the model configuration
+ *   metrics.jsonl               one JSON object per logged step and per evaluation
+ *   checkpoints/step-NNNNNNNN/  model.safetensors + optimizer.safetensors (lib/model/checkpoint.h);
+ *                               the training state (step, data position, counters) rides in
+ *                               model.safetensors' metadata as "train_state"
+ * A run resumed from its latest checkpoint continues with the same data order, masks, dropout
+ * and optimizer state, so N + N steps end with the same weights as 2N steps in one go. */
+#ifndef TUPE_PRETRAIN_H
+#define TUPE_PRETRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "base/error.h"
+#include "base/note.h"
+#include "model/config.h"
+#include "model/optim.h"
+#include "train/comm.h"
+
+#define TUPE_PRETRAIN_MAX_KEEP 64
+
+typedef struct tupe_pretrain_opts {
+    const char *data;            /* shard directory */
+    const char *out;             /* run directory */
+    const char *model;           /* preset name or JSON file; NULL: the configuration of
+                                    `init`, else bert-base */
+    const char *position;        /* variant override, or NULL */
+    int untie_cls;               /* -1 keep the configuration's; 0 or 1 */
+    double dropout, attention_dropout; /* < 0 keep the configuration's */
+    const char *init;            /* checkpoint to start the weights from (not its optimizer), or NULL */
+    int64_t steps, warmup;
+    int batch;                   /* sequences per step, all ranks together */
+    int micro_batch;             /* sequences per forward pass on one rank (0: batch / world) */
+    double lr, end_lr, power;    /* schedule: peak, final value, decay power */
+    tupe_adamw_cfg adam;
+    uint64_t seed;
+    double mask_prob, mask_frac, random_frac;
+    int64_t log_every, eval_every, save_every; /* 0 = never (evaluation and saving also at the end) */
+    int64_t eval_sequences;      /* validation sequences per evaluation (0 = the whole split) */
+    int keep_last;               /* checkpoints kept besides the listed steps */
+    int64_t keep_steps[TUPE_PRETRAIN_MAX_KEEP];
+    int n_keep_steps;
+    int resume;                  /* continue from the latest checkpoint of the run directory */
+    int64_t stop_after;          /* leave (with a checkpoint) after this many steps of this
+                                    invocation; 0 = run to the end of the schedule */
+    double max_time;             /* leave (with a checkpoint) after the step that ends past this
+                                    many seconds of this invocation; 0 = no limit */
+    int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
+    tupe_note_fn note;           /* progress lines and remarks (rank 0's), or NULL */
+    void *note_ctx;
+    int prefetch;                /* frames decoded ahead by the shard reader */
+} tupe_pretrain_opts;
+
+/* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */
+void tupe_pretrain_defaults(tupe_pretrain_opts *o);
+
+/* Outcome of a run, for the caller's message and exit status. */
+typedef struct tupe_pretrain_result {
+    int64_t step;                /* last step completed */
+    int interrupted;             /* stopped by a signal (a checkpoint was written) */
+    int complete;                /* resumed at or past --steps: nothing was done */
+    int64_t skipped;             /* updates skipped for non-finite values */
+    double last_loss, val_loss, val_acc;
+    char checkpoint[4096];       /* the last checkpoint written or resumed from ("" if none) */
+} tupe_pretrain_result;
+
+/* Train. *stop is polled after every step (set it from a signal handler): the run then
+ * writes a checkpoint and returns with result->interrupted. */
+int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
+                   volatile sig_atomic_t *stop, tupe_pretrain_result *result, tupe_err *e);
+
+/* Validation loss of a checkpoint on a shard directory's validation split, with the fixed
+ * evaluation masks: comparable across checkpoints and variants. */
+typedef struct tupe_eval_result {
+    double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens */
+    int64_t masked, sequences;
+} tupe_eval_result;
+int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
+                         tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);
+
+#endif
