@@ -1,7 +1,7 @@
 /* cuemu: CUDA C++ kernels run on the CPU, for testing on machines without a GPU.
  *
  * A kernel launch runs every block of its grid on the host (blocks spread over OpenMP
- * threads). Inside a block every CUDA thread is a fiber, switched only where a thread waits
+ * threads). Inside a block the CUDA threads run on fibers, switched only where a thread waits
  * for others (__syncthreads, __syncwarp, the _sync shuffles), so their semantics are the
  * hardware's, misuse included, and misuse is reported with the file and line of the call
  * instead of hanging or computing garbage (tests/cuemu/README.md lists the checks).
@@ -11,7 +11,7 @@
  * with NaN bytes before every block. emu-nvcc makes a .cu file C++ with three rewrites:
  *   k<<<g, b, s, st>>>(args)     ->  ::cuemu::launcher(k, "k", g, b, s, st)(args)
  *   extern __shared__ T name[];  ->  T *name = (T *)::cuemu::dyn_smem();
- *   __shared__ T a[n], b[m];     ->  the same, then ::cuemu::shared_decl(a, sizeof a, ...) per
+ *   __shared__ T a[n], b[m];     ->  the same, then ::cuemu::shared_decl(&a, sizeof a, ...) per
  *                                    array (poisoned once per block, counted against 48 KiB) */
 #ifndef CUEMU_H
 #define CUEMU_H
