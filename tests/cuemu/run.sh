@@ -72,6 +72,16 @@ gemm_path() { # WANT LOG
         { echo "GEMM path: expected every product through ${1/lt/cuBLASLt}"; return 1; }
 }
 
+# tupe-parity ops on DEV (with the environment assignments after it), and its GEMM line.
+ops_on() { # PATH DEV [VAR=VALUE]...
+    local want=$1 dev=$2 s
+    shift 2
+    env "$@" "$X" ops --ref cpu --dev "$dev" >"$log.out"
+    s=$?
+    cat "$log.out"
+    [ $s = 0 ] && gemm_path "$want" "$log.out"
+}
+
 # Data for the programs: a WordPiece vocabulary and shards of the bundled sample corpus, and a
 # tiny model pre-trained briefly on the CPU.
 prepare() { # DIR
@@ -148,7 +158,7 @@ part_guard() {
     return $rc
 }
 
-# name|what the line says|command (run by bash; $X, $CB, $SB, steps, gemm_path available)
+# name|what the line says|command (run by bash, with the functions above)
 PARTS=(
     "selftest|cuemu's own tests|$CB/tests/cuemu-selftest"
     "guard|no GPU without CUEMU=1|part_guard"
@@ -157,9 +167,9 @@ for dev in cuda cuda-bf16; do
     noalgo=1
     [ $dev = cuda-bf16 ] && noalgo=2
     PARTS+=(
-        "ops-$dev|ops|\$X ops --ref cpu --dev $dev >\$log.out && gemm_path lt \$log.out; s=\$?; cat \$log.out; exit \$s"
-        "ops-warps-$dev|ops, warps-reverse|CUEMU_SCHEDULE=warps-reverse \$X ops --ref cpu --dev $dev >\$log.out && gemm_path lt \$log.out; s=\$?; cat \$log.out; exit \$s"
-        "ops-legacy-$dev|ops, no cuBLASLt algorithm|CUEMU_LT_NOALGO=$noalgo \$X ops --ref cpu --dev $dev >\$log.out && gemm_path legacy \$log.out; s=\$?; cat \$log.out; exit \$s"
+        "ops-$dev|ops|ops_on lt $dev"
+        "ops-warps-$dev|ops, warps-reverse|ops_on lt $dev CUEMU_SCHEDULE=warps-reverse"
+        "ops-legacy-$dev|ops, no cuBLASLt algorithm|ops_on legacy $dev CUEMU_LT_NOALGO=$noalgo"
         "limits-$dev|launch limits|\$X ops --ref cpu --dev $dev --only limits"
         "step-small-$dev|6 variants, small, B=4, T=77|steps \$X $dev small 4 77"
         "step-t512-$dev|6 variants, tiny, B=2, T=512|steps \$X $dev tiny 2 512"
@@ -188,7 +198,7 @@ run_part() { # INDEX
     t0=$(date +%s%N)
     (
         export log X CB SB
-        export -f steps gemm_path prepare reldiff part_pretrain part_glue part_guard
+        export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard
         export logs
         bash -c "$cmd"
     ) >"$log" 2>&1
