@@ -353,7 +353,8 @@ static void case_streams(void)
     CHECK(ms >= 0);
     for (int i = 0; i < n; i++)
         CHECK(pinned[i] == 6.0f);
-    OK(cudaMemsetAsync(d, 0, n * sizeof(float), s1));
+    /* s2 is a blocking stream: the legacy stream's copy waits for its memset */
+    OK(cudaMemsetAsync(d, 0, n * sizeof(float), s2));
     OK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDefault));
     for (int i = 0; i < n; i++)
         CHECK(h[i] == 0.0f);
@@ -834,6 +835,57 @@ static void case_sort_misuse(void)
           cudaErrorInvalidValue);
 }
 
+/* Two streams and the host, in the orders a program must ask for: a producer on s1, its
+ * consumer on s2 after cudaStreamWaitEvent (unless !wait), the host after synchronizing
+ * (unless !sync) before it reads a device-to-host copy. Returns the number of wrong values
+ * the host saw. */
+static int stream_pipeline(bool wait, bool sync)
+{
+    int n = 4096;
+    std::vector<float> h(n, 1.0f);
+    cudaStream_t s1, s2;
+    cudaEvent_t done;
+    OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    float *x = dev(h), *y = dev(h), *pinned;
+    OK(cudaMallocHost(&pinned, n * sizeof(float)));
+    for (int i = 0; i < n; i++)
+        pinned[i] = -1.0f;
+    for (int r = 0; r < 8; r++) /* x = 9: the producer, slow enough to be caught up with */
+        k_add<<<(n + 127) / 128, 128, 0, s1>>>(x, 1.0f, n);
+    OK(cudaEventRecord(done, s1));
+    if (wait)
+        OK(cudaStreamWaitEvent(s2, done, 0));
+    OK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, s2));
+    k_add<<<(n + 127) / 128, 128, 0, s2>>>(y, 1.0f, n);
+    OK(cudaMemcpyAsync(pinned, y, n * sizeof(float), cudaMemcpyDeviceToHost, s2));
+    if (sync)
+        OK(cudaStreamSynchronize(s2));
+    int wrong = 0;
+    for (int i = 0; i < n; i++)
+        wrong += pinned[i] != 10.0f;
+    OK(cudaDeviceSynchronize());
+    OK(cudaEventDestroy(done));
+    OK(cudaStreamDestroy(s1));
+    OK(cudaStreamDestroy(s2));
+    OK(cudaFreeHost(pinned));
+    dfree(x);
+    dfree(y);
+    return wrong;
+}
+
+static void case_stream_order(void) { CHECK(stream_pipeline(true, true) == 0); }
+
+/* A stream wait or a host synchronization left out: exit 0 when the host saw wrong values
+ * (what the parent wants under CUEMU_STREAMS=lazy), 3 when every value was right. */
+static int stream_race_shows(bool wait, bool sync)
+{
+    int wrong = stream_pipeline(wait, sync);
+    printf("stream race: the host saw %d wrong values\n", wrong);
+    return wrong ? 0 : 3;
+}
+
 /* A missing barrier (block_sum without its leading __syncthreads): with a warp running ahead,
  * some thread must see a wrong sum. Exit 0 when the race showed (what the parent wants under
  * the warps schedules), 3 when every sum came out right. */
@@ -901,6 +953,7 @@ static const test_case cases[] = {
     {"shared-memory", case_shared, 0},
     {"bf16", case_bf16, 0},
     {"streams-events", case_streams, 0},
+    {"stream-order", case_stream_order, 0},
     {"blas", case_blas, 0},
     {"sort", case_sort, 0},
     {"launch-limits", case_limits, 0},
@@ -1023,7 +1076,15 @@ static int run_all(const char *self)
                     break;
                 }
             }
-            verdict(!bad, c.name, bad ? why : " (exact under 8 schedules, no report)", out, err);
+            for (const char *m : {"sync", "lazy"}) {
+                std::string env = std::string("CUEMU=1 CUEMU_STREAMS=") + m;
+                int st = bad ? 0 : child(self, c.name, env.c_str(), dir, &out, &err);
+                if (st != 0 || err.find("cuemu:") != std::string::npos) {
+                    bad = 1;
+                    why = std::string(" (under CUEMU_STREAMS=") + m + ", exit " + std::to_string(st) + ")";
+                }
+            }
+            verdict(!bad, c.name, bad ? why : " (exact under 8 schedules and 3 stream modes, no report)", out, err);
             continue;
         }
         int st = child(self, c.name, "CUEMU=1", dir, &out, &err), n = 0;
@@ -1045,7 +1106,12 @@ static int run_all(const char *self)
         all += std::string(s) + ": " + out;
     }
     verdict(shown == 3, "missing-barrier", " (wrong sums under warps, warps-reverse and warps-random:1)", all, err);
-    int st = child(self, "no-device", "-u CUEMU", dir, &out, &err);
+    /* a missing stream wait, a missing synchronization: the host sees old data under lazy */
+    int st = child(self, "stream-race-wait", "CUEMU=1 CUEMU_STREAMS=lazy", dir, &out, &err);
+    verdict(st == 0, "missing-stream-wait", " (wrong values under CUEMU_STREAMS=lazy)", out, err);
+    st = child(self, "stream-race-sync", "CUEMU=1 CUEMU_STREAMS=lazy", dir, &out, &err);
+    verdict(st == 0, "missing-synchronize", " (wrong values under CUEMU_STREAMS=lazy)", out, err);
+    st = child(self, "no-device", "-u CUEMU", dir, &out, &err);
     verdict(st == 0, "no-device-without-CUEMU", "", out, err);
 #if defined(__SANITIZE_ADDRESS__)
     st = child(self, "asan-oob", "CUEMU=1", dir, &out, &err);
@@ -1067,6 +1133,13 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "race")) {
         int rc = race_shows();
+        for (void *p : owned)
+            cudaFree(p);
+        return rc;
+    }
+    if (!strcmp(name, "stream-race-wait") || !strcmp(name, "stream-race-sync")) {
+        bool w = !strcmp(name, "stream-race-sync");
+        int rc = stream_race_shows(w, !w);
         for (void *p : owned)
             cudaFree(p);
         return rc;

@@ -41,14 +41,19 @@ int overlaps(const void *a, size_t na, const void *b, size_t nb);
 /* cudaSuccess when CUEMU=1 makes the emulated device visible, else cudaErrorNoDevice. */
 cudaError_t device_ready(void);
 int current_device(void);
-/* Runs `work` on stream s (0: the legacy default stream) in stream order. The executor is
- * synchronous: work runs before submit returns, which is one of the orders the CUDA
- * semantics allow (as CUDA_LAUNCH_BLOCKING=1). Returns the sticky error, or an error for a
- * stream that is not one (reported). */
+/* Runs `work` on stream s (0: the legacy default stream) in stream order, as CUEMU_STREAMS
+ * says (streams.cpp): on the stream's thread when what it waits for is done (async), when
+ * something needs it (lazy; `eager` work, a collective, starts at once), or before submit
+ * returns (sync). Returns the sticky error, or an error for a stream that is not one
+ * (reported). */
 cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
-                   const std::function<void()> &work);
-/* Every stream's work done (cudaDeviceSynchronize, cudaFree). */
+                   const std::function<void()> &work, bool eager = false);
+/* Every stream's work done (cudaFree, cudaFreeHost). */
 cudaError_t drain_all(void);
+/* The device of stream s (0: the current device's legacy stream), -1 for no live stream. */
+int stream_device(cudaStream_t s);
+/* The host waits for stream s's work (a report names fn at file:line if s is no stream). */
+cudaError_t stream_sync(cudaStream_t s, const char *fn, const char *file, int line);
 
 } // namespace cuemu
 #endif

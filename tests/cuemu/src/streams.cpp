@@ -4,43 +4,86 @@
  * never computes on the emulation without being asked to; then CUEMU_DEVICES (default 1),
  * each one an sm_90 with the limits of the real one (launch checks in scheduler.cpp).
  *
- * Streams: every piece of device work (kernel, copy, memset, library call, event record)
- * goes through submit() on its stream, after its arguments were checked at the call. The
- * executor is synchronous: the work runs before submit() returns, as under
- * CUDA_LAUNCH_BLOCKING=1, which is one of the orders CUDA allows, so a correct program
- * computes what it computes on a GPU. Streams and events are real objects with CUDA's
- * validity rules (a destroyed stream is an error, timing needs timing events), so that an
- * asynchronous executor (per-stream queues run by worker threads, events as markers, waits
- * as dependencies, drained by the synchronizing calls below) can replace submit's body
- * without changing any API function. */
-#include "internal.h"
+ * Streams: every piece of device work (kernel, copy, memset, library call, event record, NCCL
+ * collective) goes through submit() on its stream, after its arguments were checked at the
+ * call. How it then runs is CUEMU_STREAMS:
+ *
+ *   async  (the default) each stream has a thread that runs its work in order as soon as
+ *          what it waits for is done, while the host goes on: as on a GPU, a device-to-host
+ *          copy lands when it runs, and two streams run side by side;
+ *   lazy   the same threads, but work waits until something needs it: a host
+ *          synchronization (stream, event, device, a synchronous copy, cudaFree), a query of
+ *          it, another stream's cudaStreamWaitEvent on it, or a collective queued after it
+ *          (collectives start at once, since other processes wait for them). A device-wide
+ *          synchronization runs the streams one after the other, the one given work last
+ *          first. So a consumer that does not wait for its producer on another stream, or a
+ *          host that reads a copy it did not synchronize, sees the old data every time;
+ *   sync   the work runs inside submit(), as under CUDA_LAUNCH_BLOCKING=1.
+ *
+ * A correct program computes the same under all three. Events are markers in a stream (the
+ * position of their last record); cudaStreamWaitEvent makes the stream's later work wait for
+ * that position. The legacy default stream (0) of each device waits for all earlier work of
+ * the device's blocking streams, and they wait for its earlier work, as CUDA's implicit
+ * synchronization does; cudaStreamNonBlocking streams do not. */
+/* the standard headers first: cuemu.h defines __noinline__, which libstdc++ uses */
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <omp.h>
 #include <stdio.h>
 #include <time.h>
 
-#include <mutex>
-#include <set>
+#include "internal.h"
+
+namespace {
+
+/* One piece of work, or a marker (no work): runs when its stream reaches it, after `deps`
+ * (stream, position) are done. */
+struct item {
+    uint64_t seq;
+    std::function<void()> work;
+    std::vector<std::pair<CUstream_st *, uint64_t>> deps;
+};
+
+} // namespace
 
 struct CUstream_st {
     unsigned flags;
     int device;
+    bool legacy, dead, quit;
+    std::deque<item> q;           /* not yet started */
+    uint64_t submitted, completed, released; /* positions: 1 is the first piece of work */
+    uint64_t last_touch;          /* when it was last given work (a global counter) */
+    std::thread th;
 };
 
 struct CUevent_st {
     unsigned flags;
     int device;
     bool recorded;
-    double ms;
+    CUstream_st *st;              /* its last record: stream and position */
+    uint64_t seq;
+    double ms;                    /* when that record ran */
 };
 
 namespace cuemu {
 
 enum { MAX_DEVICES = 16 };
+enum { MODE_SYNC, MODE_ASYNC, MODE_LAZY };
+
 static std::mutex mu;
-static std::set<CUstream_st *> streams;
+static std::condition_variable cv;
+static std::set<CUstream_st *> live;          /* the program's valid stream handles */
+static std::vector<CUstream_st *> every;      /* every stream with a thread, destroyed ones too */
 static std::set<CUevent_st *> events;
-static CUstream_st legacy[MAX_DEVICES];
+static CUstream_st *legacy[MAX_DEVICES];
+static uint64_t touches;
 static thread_local int cur_dev = 0;
 
 static int ndevices(void)
@@ -49,6 +92,21 @@ static int ndevices(void)
         return 0;
     int n = env_int("CUEMU_DEVICES", 1);
     return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+
+static int mode(void)
+{
+    static int m = -1;
+    if (m < 0) {
+        const char *v = getenv("CUEMU_STREAMS");
+        m = !v || !*v || !strcmp(v, "async") ? MODE_ASYNC : !strcmp(v, "lazy") ? MODE_LAZY
+            : !strcmp(v, "sync") ? MODE_SYNC : -1;
+        if (m < 0) {
+            fprintf(stderr, "cuemu: CUEMU_STREAMS=%s: expected async, lazy or sync\n", v);
+            abort();
+        }
+    }
+    return m;
 }
 
 cudaError_t device_ready(void) { return ndevices() > 0 ? cudaSuccess : cudaErrorNoDevice; }
@@ -62,16 +120,147 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
+/* ---- the executor (mu held unless said) ------------------------------------------------ */
+
+static bool runnable(const CUstream_st *st)
+{
+    if (st->q.empty() || st->q.front().seq > st->released)
+        return false;
+    for (const auto &d : st->q.front().deps)
+        if (d.first->completed < d.second)
+            return false;
+    return true;
+}
+
+static void executor(CUstream_st *st)
+{
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+        cv.wait(lk, [st] { return runnable(st) || (st->quit && st->q.empty()); });
+        if (st->q.empty())
+            break;
+        item it = std::move(st->q.front());
+        st->q.pop_front();
+        lk.unlock();
+        if (it.work && sticky() == cudaSuccess) /* a faulted device runs nothing more */
+            it.work();
+        it.work = nullptr; /* what it captured goes now, outside the lock */
+        lk.lock();
+        st->completed = it.seq;
+        cv.notify_all();
+    }
+}
+
+/* Lets st run its work up to position `upto`, and whatever that work waits for (lazy). */
+static void release(CUstream_st *st, uint64_t upto)
+{
+    if (st->released >= upto)
+        return;
+    for (const item &it : st->q)
+        if (it.seq > st->released && it.seq <= upto)
+            for (const auto &d : it.deps)
+                release(d.first, d.second);
+    st->released = upto;
+    cv.notify_all();
+}
+
+static void start(CUstream_st *st)
+{
+    every.push_back(st);
+    if (mode() != MODE_SYNC)
+        st->th = std::thread(executor, st);
+}
+
+static CUstream_st *new_stream(unsigned flags, int device, bool is_legacy)
+{
+    CUstream_st *st = new CUstream_st();
+    st->flags = flags;
+    st->device = device;
+    st->legacy = is_legacy;
+    start(st);
+    return st;
+}
+
+static CUstream_st *legacy_of(int d)
+{
+    if (!legacy[d])
+        legacy[d] = new_stream(cudaStreamDefault, d, true);
+    return legacy[d];
+}
+
+/* Waits until st has done its work up to position `upto`. */
+static void wait_done(std::unique_lock<std::mutex> &lk, CUstream_st *st, uint64_t upto)
+{
+    release(st, upto);
+    cv.wait(lk, [st, upto] { return st->completed >= upto; });
+}
+
+/* Every stream of device d (all devices for d < 0) done; the lazy mode runs them one after
+ * the other, the one given work last first. */
+static void drain(int d)
+{
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+        CUstream_st *pick = NULL;
+        for (CUstream_st *st : every)
+            if ((d < 0 || st->device == d) && st->completed < st->submitted &&
+                (!pick || st->last_touch > pick->last_touch))
+                pick = st;
+        if (!pick)
+            return;
+        wait_done(lk, pick, pick->submitted);
+    }
+}
+
+/* At exit: every stream's work done, its thread gone. A stream stuck in a collective whose
+ * peers are gone is left to the process's end after a while. */
+struct shutdown {
+    ~shutdown()
+    {
+        std::unique_lock<std::mutex> lk(mu);
+        for (CUstream_st *st : every) {
+            release(st, st->submitted);
+            st->quit = true;
+        }
+        cv.notify_all();
+        cv.wait_for(lk, std::chrono::seconds(10), [] {
+            for (CUstream_st *st : every)
+                if (!st->q.empty() || st->completed < st->submitted)
+                    return false;
+            return true;
+        });
+        std::vector<CUstream_st *> all;
+        all.swap(every);
+        lk.unlock();
+        for (CUstream_st *st : all) {
+            bool idle;
+            {
+                std::lock_guard<std::mutex> g(mu);
+                idle = st->q.empty() && st->completed == st->submitted;
+            }
+            if (st->th.joinable()) {
+                if (!idle) {
+                    st->th.detach();
+                    continue;
+                }
+                st->th.join();
+            }
+            delete st;
+        }
+        for (CUevent_st *e : events)
+            delete e;
+        events.clear();
+    }
+};
+static shutdown shutdown_;
+
 /* The stream s names (0: the legacy default stream of the current device), or NULL after
- * reporting why it is none. */
+ * reporting why it is none (mu held). */
 static CUstream_st *stream_of(cudaStream_t s, const char *fn, const char *file, int line)
 {
-    if (!s) {
-        legacy[cur_dev].device = cur_dev;
-        return &legacy[cur_dev];
-    }
-    std::lock_guard<std::mutex> g(mu);
-    if (streams.count(s))
+    if (!s)
+        return legacy_of(cur_dev);
+    if (live.count(s))
         return s;
     report_error(file, line, "%s: stream %p is not a live stream (destroyed, or never created)",
                  fn, (void *)s);
@@ -80,19 +269,69 @@ static CUstream_st *stream_of(cudaStream_t s, const char *fn, const char *file, 
 
 static CUevent_st *event_of(cudaEvent_t e, const char *fn, const char *file, int line)
 {
-    {
-        std::lock_guard<std::mutex> g(mu);
-        if (e && events.count(e))
-            return e;
-    }
+    if (e && events.count(e))
+        return e;
     report_error(file, line, "%s: event %p is not a live event (destroyed, or never created)",
                  fn, (void *)e);
     return NULL;
 }
 
-cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
-                   const std::function<void()> &work)
+/* Queues work (empty: a marker) on st after `deps`, with CUDA's implicit synchronization
+ * added; returns its position (mu held). */
+static uint64_t enqueue(CUstream_st *st, std::function<void()> work,
+                        std::vector<std::pair<CUstream_st *, uint64_t>> deps, bool eager)
 {
+    if (st->legacy) {
+        for (CUstream_st *x : every)
+            if (x != st && x->device == st->device && !(x->flags & cudaStreamNonBlocking) &&
+                x->completed < x->submitted)
+                deps.emplace_back(x, x->submitted);
+    } else if (!(st->flags & cudaStreamNonBlocking) && legacy[st->device]) {
+        CUstream_st *l = legacy[st->device];
+        if (l->completed < l->submitted)
+            deps.emplace_back(l, l->submitted);
+    }
+    item it;
+    it.seq = ++st->submitted;
+    it.work = std::move(work);
+    it.deps = std::move(deps);
+    st->last_touch = ++touches;
+    st->q.push_back(std::move(it));
+    if (mode() == MODE_ASYNC)
+        st->released = st->submitted;
+    else if (eager)
+        release(st, st->submitted);
+    cv.notify_all();
+    return st->submitted;
+}
+
+/* submit() with the stream already looked up and checked (mu held); returns the error and
+ * the position in *pos. In the sync mode, work runs here, outside the lock. */
+static cudaError_t submit_on(std::unique_lock<std::mutex> &lk, CUstream_st *st,
+                             std::function<void()> work,
+                             std::vector<std::pair<CUstream_st *, uint64_t>> deps, bool eager,
+                             uint64_t *pos)
+{
+    cudaError_t r = sticky();
+    if (r != cudaSuccess)
+        return r;
+    if (mode() == MODE_SYNC) {
+        *pos = ++st->submitted;
+        st->completed = st->submitted;
+        lk.unlock();
+        if (work)
+            work();
+        lk.lock();
+        return sticky();
+    }
+    *pos = enqueue(st, std::move(work), std::move(deps), eager);
+    return sticky();
+}
+
+cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
+                   const std::function<void()> &work, bool eager)
+{
+    std::unique_lock<std::mutex> lk(mu);
     CUstream_st *st = stream_of(s, what, file, line);
     if (!st)
         return cudaErrorInvalidResourceHandle;
@@ -101,14 +340,33 @@ cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
                      st->device, cur_dev);
         return cudaErrorInvalidResourceHandle;
     }
-    cudaError_t r = sticky();
-    if (r != cudaSuccess)
-        return r;
-    work();
+    uint64_t pos;
+    return submit_on(lk, st, work, {}, eager, &pos);
+}
+
+cudaError_t drain_all(void)
+{
+    drain(-1);
     return sticky();
 }
 
-cudaError_t drain_all(void) { return sticky(); }
+int stream_device(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> g(mu);
+    if (!s)
+        return cur_dev;
+    return live.count(s) ? s->device : -1;
+}
+
+cudaError_t stream_sync(cudaStream_t s, const char *fn, const char *file, int line)
+{
+    std::unique_lock<std::mutex> lk(mu);
+    CUstream_st *st = stream_of(s, fn, file, line);
+    if (!st)
+        return cudaErrorInvalidResourceHandle;
+    wait_done(lk, st, st->submitted);
+    return sticky();
+}
 
 } // namespace cuemu
 
@@ -178,7 +436,10 @@ cudaError_t cudaDeviceSynchronize(const char *file, int line)
 {
     (void)file, (void)line;
     cudaError_t r = device_ready();
-    return set_error(r != cudaSuccess ? r : drain_all());
+    if (r != cudaSuccess)
+        return set_error(r);
+    drain(cur_dev);
+    return set_error(sticky());
 }
 
 /* ---- streams ------------------------------------------------------------------------------ */
@@ -193,9 +454,9 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags, const cha
         report_error(file, line, "cudaStreamCreateWithFlags: flags 0x%x", flags);
         return set_error(cudaErrorInvalidValue);
     }
-    CUstream_st *st = new CUstream_st{flags, cur_dev};
     std::lock_guard<std::mutex> g(mu);
-    streams.insert(st);
+    CUstream_st *st = new_stream(flags, cur_dev, false);
+    live.insert(st);
     *s = st;
     return sticky();
 }
@@ -205,17 +466,22 @@ cudaError_t cudaStreamCreate(cudaStream_t *s, const char *file, int line)
     return cudaStreamCreateWithFlags(s, cudaStreamDefault, file, line);
 }
 
+/* The handle dies now; the work already queued still runs (as CUDA does), and the thread
+ * ends after it. */
 cudaError_t cudaStreamDestroy(cudaStream_t s, const char *file, int line)
 {
     if (!s) {
         report_error(file, line, "cudaStreamDestroy: the default stream cannot be destroyed");
         return set_error(cudaErrorInvalidResourceHandle);
     }
+    std::lock_guard<std::mutex> g(mu);
     if (!stream_of(s, "cudaStreamDestroy", file, line))
         return set_error(cudaErrorInvalidResourceHandle);
-    std::lock_guard<std::mutex> g(mu);
-    streams.erase(s); /* its work is done: the executor is synchronous */
-    delete s;
+    live.erase(s);
+    s->dead = true;
+    release(s, s->submitted);
+    s->quit = true;
+    cv.notify_all();
     return sticky();
 }
 
@@ -223,29 +489,37 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s, const char *file, int line)
 {
     if (device_ready() != cudaSuccess)
         return set_error(cudaErrorNoDevice);
-    if (!stream_of(s, "cudaStreamSynchronize", file, line))
-        return set_error(cudaErrorInvalidResourceHandle);
-    return set_error(drain_all());
+    return set_error(stream_sync(s, "cudaStreamSynchronize", file, line));
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s, const char *file, int line)
 {
-    if (!stream_of(s, "cudaStreamQuery", file, line))
+    std::lock_guard<std::mutex> g(mu);
+    CUstream_st *st = stream_of(s, "cudaStreamQuery", file, line);
+    if (!st)
         return set_error(cudaErrorInvalidResourceHandle);
-    return sticky();
+    release(st, st->submitted); /* a program that polls must see its work progress */
+    cudaError_t r = sticky();
+    return r != cudaSuccess ? r : st->completed < st->submitted ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags, const char *file,
                                 int line)
 {
-    if (!stream_of(s, "cudaStreamWaitEvent", file, line) ||
-        !event_of(e, "cudaStreamWaitEvent", file, line))
+    std::unique_lock<std::mutex> lk(mu);
+    CUstream_st *st = stream_of(s, "cudaStreamWaitEvent", file, line);
+    CUevent_st *ev = event_of(e, "cudaStreamWaitEvent", file, line);
+    if (!st || !ev)
         return set_error(cudaErrorInvalidResourceHandle);
     if (flags != 0) {
         report_error(file, line, "cudaStreamWaitEvent: flags 0x%x", flags);
         return set_error(cudaErrorInvalidValue);
     }
-    return sticky();
+    if (!ev->recorded || mode() == MODE_SYNC) /* an event never recorded is complete */
+        return sticky();
+    uint64_t pos;
+    std::vector<std::pair<CUstream_st *, uint64_t>> deps{{ev->st, ev->seq}};
+    return set_error(submit_on(lk, st, nullptr, deps, false, &pos));
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -260,7 +534,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags, const char 
         report_error(file, line, "cudaEventCreateWithFlags: flags 0x%x", flags);
         return set_error(cudaErrorInvalidValue);
     }
-    CUevent_st *ev = new CUevent_st{flags, cur_dev, false, 0};
+    CUevent_st *ev = new CUevent_st{flags, cur_dev, false, NULL, 0, 0};
     std::lock_guard<std::mutex> g(mu);
     events.insert(ev);
     *e = ev;
@@ -272,44 +546,72 @@ cudaError_t cudaEventCreate(cudaEvent_t *e, const char *file, int line)
     return cudaEventCreateWithFlags(e, cudaEventDefault, file, line);
 }
 
+/* Waits for the event's last record first (it writes the event). */
 cudaError_t cudaEventDestroy(cudaEvent_t e, const char *file, int line)
 {
-    if (!event_of(e, "cudaEventDestroy", file, line))
+    std::unique_lock<std::mutex> lk(mu);
+    CUevent_st *ev = event_of(e, "cudaEventDestroy", file, line);
+    if (!ev)
         return set_error(cudaErrorInvalidResourceHandle);
-    std::lock_guard<std::mutex> g(mu);
-    events.erase(e);
-    delete e;
+    events.erase(ev);
+    if (ev->recorded)
+        wait_done(lk, ev->st, ev->seq);
+    delete ev;
     return sticky();
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s, const char *file, int line)
 {
+    std::unique_lock<std::mutex> lk(mu);
     CUevent_st *ev = event_of(e, "cudaEventRecord", file, line);
     if (!ev)
         return set_error(cudaErrorInvalidResourceHandle);
-    return set_error(submit(s, "cudaEventRecord", file, line, [ev]() {
-        ev->recorded = true;
-        ev->ms = now_ms();
-    }));
+    CUstream_st *st = stream_of(s, "cudaEventRecord", file, line);
+    if (!st)
+        return set_error(cudaErrorInvalidResourceHandle);
+    if (st->device != cur_dev || ev->device != st->device) {
+        report_error(file, line, "cudaEventRecord: event of device %d, stream of device %d, "
+                     "device %d current", ev->device, st->device, cur_dev);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (ev->recorded) /* the previous record writes it: wait for it before reusing it */
+        wait_done(lk, ev->st, ev->seq);
+    uint64_t pos = 0;
+    cudaError_t r = submit_on(lk, st, [ev]() { ev->ms = now_ms(); }, {}, false, &pos);
+    ev->recorded = true;
+    ev->st = st;
+    ev->seq = pos;
+    return set_error(r);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e, const char *file, int line)
 {
-    if (!event_of(e, "cudaEventQuery", file, line))
+    std::lock_guard<std::mutex> g(mu);
+    CUevent_st *ev = event_of(e, "cudaEventQuery", file, line);
+    if (!ev)
         return set_error(cudaErrorInvalidResourceHandle);
-    return sticky();
+    cudaError_t r = sticky();
+    if (r != cudaSuccess || !ev->recorded)
+        return r;
+    release(ev->st, ev->seq);
+    return ev->st->completed < ev->seq ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e, const char *file, int line)
 {
-    if (!event_of(e, "cudaEventSynchronize", file, line))
+    std::unique_lock<std::mutex> lk(mu);
+    CUevent_st *ev = event_of(e, "cudaEventSynchronize", file, line);
+    if (!ev)
         return set_error(cudaErrorInvalidResourceHandle);
-    return set_error(drain_all());
+    if (ev->recorded)
+        wait_done(lk, ev->st, ev->seq);
+    return set_error(sticky());
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b, const char *file,
                                  int line)
 {
+    std::lock_guard<std::mutex> g(mu);
     CUevent_st *x = event_of(a, "cudaEventElapsedTime", file, line);
     CUevent_st *y = event_of(b, "cudaEventElapsedTime", file, line);
     if (!x || !y)
@@ -321,6 +623,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b, const 
     }
     if (!x->recorded || !y->recorded)
         return set_error(cudaErrorInvalidResourceHandle);
+    if (x->st->completed < x->seq || y->st->completed < y->seq)
+        return set_error(cudaErrorNotReady);
     *ms = (float)(y->ms - x->ms);
     return sticky();
 }
