@@ -99,15 +99,19 @@ LDFLAGS  += -pthread -fopenmp $(SANFLAGS) -Wl,--as-needed
 LDLIBS   += $(PKG_LIBS) -lm
 
 ifeq ($(CUEMU),1)
-  # emu-nvcc makes the .cu file C++ for the emulator, whose runtime is libcuemu.a. NCCL has no
-  # emulation (yet): the backend is built without it.
-  CUEMU_DIR := $(TOP)/tests/cuemu
-  NVCC      := $(CUEMU_DIR)/emu-nvcc
-  CUEMU_LIB := $(B)/cuemu/libcuemu.a
-  CPPFLAGS  += -DTUPE_HAVE_CUDA=1
-  CUDA_LIBS := $(CUEMU_LIB) -lboost_context -lopenblas -lstdc++ -ldl
-  LDLIBS    += $(CUDA_LIBS)
-  NVFLAGS   := $(OPT) -I$(TOP)/lib -I$(TOP)/kernels -DTUPE_HAVE_NCCL=0 -Wall $(SANFLAGS)
+  # emu-nvcc makes the .cu file C++ for the emulator, whose runtime is libcuemu.a. The backend
+  # opens NCCL as it does on a GPU machine, and finds cuemu's (libnccl.so.2, beside libcuemu.a,
+  # through the runpath); that library reaches the runtime through cuemu_bridge_get, which the
+  # programs export.
+  CUEMU_DIR  := $(TOP)/tests/cuemu
+  NVCC       := $(CUEMU_DIR)/emu-nvcc
+  CUEMU_LIB  := $(B)/cuemu/libcuemu.a
+  CUEMU_NCCL := $(B)/cuemu/libnccl.so.2
+  CPPFLAGS   += -DTUPE_HAVE_CUDA=1
+  CUDA_LIBS  := -Wl,-u,cuemu_bridge_get -Wl,--export-dynamic-symbol=cuemu_bridge_get \
+                $(CUEMU_LIB) -lboost_context -lopenblas -lstdc++ -ldl -Wl,-rpath,$(B)/cuemu
+  LDLIBS     += $(CUDA_LIBS)
+  NVFLAGS    := $(OPT) -I$(TOP)/lib -I$(TOP)/kernels -DTUPE_HAVE_NCCL=1 -Wall $(SANFLAGS)
 else ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   # NCCL is opened at run time when TUPE_NCCL=1 asks for it (kernels/backend_cuda.cu).
@@ -191,7 +195,7 @@ $(OBJ)/kernels/%.o: $(TOP)/kernels/%.cu
 	$(call say,NVCC,$@)
 	$(Q)$(NVCC) $(NVFLAGS) -DTUPE_HAVE_CUDA=1 -MMD -MP -c $< -o $@
 
-$(LIBTUPE): $(LIB_OBJ) $(CUEMU_LIB)
+$(LIBTUPE): $(LIB_OBJ) $(CUEMU_LIB) $(CUEMU_NCCL)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call say,AR,$@)
@@ -286,8 +290,8 @@ fuzz: deps-check
 # right under every schedule). check-cuemu builds both configurations and runs
 # tests/cuemu/run.sh; check-cuemu-mutants builds deliberately broken copies of the kernels and
 # shows that check-cuemu fails on each (tests/cuemu/mutants.sh).
-CUEMU_SRC   := $(sort $(wildcard $(TOP)/tests/cuemu/src/*.cpp))
-CUEMU_TESTS := $(if $(CUEMU),$(B)/tests/cuemu-selftest)
+CUEMU_SRC   := $(filter-out %/nccl.cpp,$(sort $(wildcard $(TOP)/tests/cuemu/src/*.cpp)))
+CUEMU_TESTS := $(if $(CUEMU),$(B)/tests/cuemu-selftest $(B)/tests/cuemu-nccltest)
 CUEMU_B     := $(TOP)/build/cuemu
 CUEMU_SAN_B := $(TOP)/build/cuemu-address-undefined
 # The two builds in parallel even under a plain `make check-cuemu` (a -j of the caller wins).
@@ -314,6 +318,23 @@ $(B)/tests/cuemu-selftest: $(OBJ)/cuemu/selftest.o $(CUEMU_LIB)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)
 	$(Q)$(CXX) $(LDFLAGS) $< $(CUDA_LIBS) -o $@
+
+# cuemu's NCCL, a shared library as the real one is (the programs dlopen it).
+$(CUEMU_NCCL): $(TOP)/tests/cuemu/src/nccl.cpp $(TOP)/tests/cuemu/include/nccl.h $(TOP)/tests/cuemu/src/bridge.h
+	@mkdir -p $(@D)
+	$(call say,CXX,$@)
+	$(Q)$(CXX) -std=c++17 $(OPT) -Wall -Wextra -fPIC -shared $(SANFLAGS) -I$(TOP)/tests/cuemu/include \
+	  -Wl,-soname,libnccl.so.2 $< -o $@ -pthread -ldl
+
+$(OBJ)/cuemu/nccltest.o: $(TOP)/tests/cuemu/nccltest.cu $(TOP)/tests/cuemu/emu-nvcc
+	@mkdir -p $(@D)
+	$(call say,NVCC,$@)
+	$(Q)$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/tests/cuemu-nccltest: $(OBJ)/cuemu/nccltest.o $(CUEMU_LIB) $(CUEMU_NCCL)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(LDFLAGS) $< $(CUEMU_NCCL) $(CUDA_LIBS) -o $@
 
 check-cuemu: deps-check
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) all \

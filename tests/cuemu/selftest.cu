@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "verdict.h"
+
 /* ---- the child's side: expectations and checks ---------------------------------------------- */
 
 static int failures;
@@ -978,40 +980,10 @@ static const char *const schedules[] = {"forward",     "reverse",       "random:
                                         "random:2",    "warps",         "warps-reverse",
                                         "warps-random:1", "warps-random:2"};
 
-static std::string slurp(const std::string &path)
-{
-    std::string s;
-    FILE *f = fopen(path.c_str(), "r");
-    if (!f)
-        return s;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        s.append(buf, n);
-    fclose(f);
-    return s;
-}
-
-static int npass, nfail;
-
 static void verdict(bool good, const std::string &name, const std::string &why,
                     const std::string &out, const std::string &err)
 {
-    if (good) {
-        printf("ok - cuemu/%s%s\n", name.c_str(), why.c_str());
-        npass++;
-        return;
-    }
-    nfail++;
-    printf("not ok - cuemu/%s%s\n", name.c_str(), why.c_str());
-    for (const std::string *s : {&out, &err}) {
-        size_t p = 0;
-        for (int k = 0; k < 25 && p < s->size(); k++) {
-            size_t q = s->find('\n', p);
-            printf("#   %s\n", s->substr(p, q == std::string::npos ? q : q - p).c_str());
-            p = q == std::string::npos ? s->size() : q + 1;
-        }
-    }
+    verdict_of("cuemu", good, name, why, out, err);
 }
 
 /* Runs `self CASE` with env; returns its exit status, its stdout and stderr. */
