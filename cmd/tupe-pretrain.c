@@ -19,7 +19,7 @@ enum {
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
-    O_TB, O_NO_TB
+    O_TB, O_NO_TB, O_ZERO, O_BUCKET
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
@@ -59,6 +59,8 @@ static const tupe_opt train_opts[] = {
     {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
     {O_MAX_TIME, "max-time", 0, TUPE_REQARG, "SECONDS", "leave after the step that passes this time, with a\ncheckpoint (the schedule still spans --steps)", NULL},
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
+    {O_ZERO, "zero", 0, TUPE_REQARG, "0|1", "1: each rank keeps and updates its shard of the\noptimizer state (ZeRO-1); 0: every rank all of it\n(default: 1)", "list:0 1"},
+    {O_BUCKET, "bucket-mb", 0, TUPE_REQARG, "MIB", "gradients sent at a time while the backward pass\nruns, in MiB (default: 25)", NULL},
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
     TUPE_OPT_TENSORBOARD(O_TB, O_NO_TB),
@@ -171,6 +173,7 @@ static int cmd_train(tupe_cli *c, void *opts)
     tupe_pretrain_result r;
     tupe_err e;
     if (tupe_pretrain_run(o, comm, be, &stop_flag, &r, &e)) {
+        tupe_comm_abort(comm, e.msg); /* the other ranks stop too, and are told why */
         rc = tupe_cli_error(c, &e);
     } else if (r.complete && tupe_comm_rank(comm) == 0) {
         tupe_cli_note(c, "%s is at step %lld, --steps is %lld: nothing to do (checkpoint %s)",
@@ -207,8 +210,10 @@ static int cmd_eval(tupe_cli *c, void *opts)
         return rc;
     tupe_eval_result r;
     tupe_err e;
-    if (tupe_eval_checkpoint(a->ckpt, a->o.data, &a->o, comm, be, &r, &e))
+    if (tupe_eval_checkpoint(a->ckpt, a->o.data, &a->o, comm, be, &r, &e)) {
+        tupe_comm_abort(comm, e.msg);
         rc = tupe_cli_error(c, &e);
+    }
     else if (tupe_comm_rank(comm) == 0) {
         if (a->json) {
             /* The path as a JSON string (quotes, backslashes; null if it is not UTF-8). */
@@ -279,6 +284,8 @@ int main(int argc, char **argv)
         case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o->stop_after = (int64_t)u; break;
         case O_MAX_TIME: rc = tupe_cli_double(&c, arg, 1, 1e9, &o->max_time); break;
         case O_SKIP: o->skip_nonfinite = 1; break;
+        case O_ZERO: rc = tupe_cli_long(&c, arg, 0, 1, &v); o->zero = (int)v; break;
+        case O_BUCKET: rc = tupe_cli_double(&c, arg, 0.001, 1 << 20, &o->bucket_mb); break;
         case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;

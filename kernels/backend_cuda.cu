@@ -71,7 +71,7 @@ template <> struct dtype_of<bf16> { static const cudaDataType_t v = CUDA_R_16BF;
 
 /* ---- backend state ----------------------------------------------------------------------- */
 
-enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_N };
+enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_RUNS, SC_N };
 
 typedef struct gemm_key {
     int ta, tb, M, N, K, lda, ldb, ldc, batch;
@@ -95,7 +95,7 @@ typedef struct cu_priv {
     cudaStream_t s;
     cublasLtHandle_t lt;
     cublasHandle_t blas;            /* the fallback for shapes cuBLASLt has no algorithm for */
-    void *nccl;                     /* ncclComm_t, after tupe_backend_cuda_nccl_init */
+    struct nccl_link *nl;           /* NCCL between the ranks, after tupe_backend_cuda_nccl_init */
     void *ws;
     size_t ws_bytes;
     double *dres;                   /* device: reduction partials and results */
@@ -107,7 +107,7 @@ typedef struct cu_priv {
     long long gemm_lt, gemm_legacy; /* products run through each path */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
-    char msg[320];
+    char msg[512];
 } cu_priv;
 
 #define RED_PARTS 1024              /* blocks of the first pass of sumsq */
@@ -144,6 +144,11 @@ static int ckb(cu_priv *pr, cublasStatus_t r, const char *what)
 #define CKB(call) ckb(pr, (call), #call)
 #define LAUNCHED(name) ck(pr, cudaGetLastError(), name)
 
+/* The host waits for stream st (the NCCL section: with NCCL joined, a wait can end early, when
+ * a rank is gone or nothing moves for too long). 0, or 1 with the error kept. */
+static int wait_stream(cu_priv *pr, cudaStream_t st, const char *what);
+#define SYNC(pr) wait_stream((pr), (pr)->s, "cudaStreamSynchronize")
+
 /* A scratch buffer of at least `bytes`, kept between calls (grown when too small). */
 static void *scratch(cu_priv *pr, int slot, size_t bytes)
 {
@@ -154,7 +159,7 @@ static void *scratch(cu_priv *pr, int slot, size_t bytes)
     if (pr->scr_cap[slot] >= bytes)
         return pr->scr[slot];
     /* The old buffer may still be read by queued work. */
-    if (CK(cudaStreamSynchronize(pr->s)))
+    if (SYNC(pr))
         return NULL;
     if (pr->scr[slot])
         cudaFree(pr->scr[slot]);
@@ -485,7 +490,7 @@ static void cu_free(tupe_backend *be, tupe_dev *p)
     cu_priv *pr = PR(be);
     if (!p)
         return;
-    cudaStreamSynchronize(pr->s);
+    SYNC(pr);
     cudaFree(p);
 }
 
@@ -546,7 +551,7 @@ static void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
      * every forward and backward pass. */
     if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
         if (!CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, pr->s)))
-            CK(cudaStreamSynchronize(pr->s));
+            SYNC(pr);
         return;
     }
     void *tmp = malloc(n * (size_t)ds);
@@ -563,7 +568,7 @@ static void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
                                                        : ((const float *)src)[i]);
     }
     if (!CK(cudaMemcpyAsync(dst, tmp, n * (size_t)ds, cudaMemcpyHostToDevice, pr->s)))
-        CK(cudaStreamSynchronize(pr->s));
+        SYNC(pr);
     free(tmp);
 }
 
@@ -581,7 +586,7 @@ static void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t
     int ds = dev_size(be, dt);
     if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
         if (!CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, pr->s)))
-            CK(cudaStreamSynchronize(pr->s));
+            SYNC(pr);
         if (pr->err)
             memset(dst, 0, n * hsz);
         return;
@@ -593,7 +598,7 @@ static void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t
         return;
     }
     if (!CK(cudaMemcpyAsync(tmp, src, n * (size_t)ds, cudaMemcpyDeviceToHost, pr->s)))
-        CK(cudaStreamSynchronize(pr->s));
+        SYNC(pr);
     if (pr->err) {
         memset(dst, 0, n * hsz);
         free(tmp);
@@ -673,7 +678,7 @@ static int fetch_res(cu_priv *pr, int off, int k)
 {
     if (CK(cudaMemcpyAsync(pr->hres, pr->dres + off, (size_t)k * sizeof(double),
                            cudaMemcpyDeviceToHost, pr->s)) ||
-        CK(cudaStreamSynchronize(pr->s)))
+        SYNC(pr))
         return 1;
     return 0;
 }
@@ -698,6 +703,64 @@ static double cu_sumsq(tupe_backend *be, const tupe_dev *x, size_t n)
     if (pr->err || n == 0)
         return 0;
     return pr->bf16 ? sumsq_t<bf16>(pr, x, n) : sumsq_t<float>(pr, x, n);
+}
+
+/* out[blk] = sum of squares of run blk (`part` elements from blk * part), in a fixed tree: a
+ * function of the run's values only. */
+template <class T> __global__ void k_sumsq_runs(const T *x, size_t n, size_t part, double *out)
+{
+    __shared__ double sh[32];
+    size_t lo = (size_t)blockIdx.x * part, hi = lo + part < n ? lo + part : n;
+    double acc = 0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        double v = ldv(x, i);
+        acc += v * v;
+    }
+    double t = block_sum_d(acc, sh);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = t;
+}
+
+static void cu_sumsq_parts(tupe_backend *be, const tupe_dev *x, size_t n, size_t part, double *out)
+{
+    cu_priv *pr = PR(be);
+    size_t np = part ? (n + part - 1) / part : 0;
+    if (np == 0)
+        return;
+    double *d = (double *)scratch(pr, SC_RUNS, np * sizeof(double));
+    if (!pr->err) {
+        if (pr->bf16)
+            k_sumsq_runs<bf16><<<(unsigned)np, BS, 0, pr->s>>>((const bf16 *)x, n, part, d);
+        else
+            k_sumsq_runs<float><<<(unsigned)np, BS, 0, pr->s>>>((const float *)x, n, part, d);
+        LAUNCHED("k_sumsq_runs");
+    }
+    if (pr->err || CK(cudaMemcpyAsync(out, d, np * sizeof(double), cudaMemcpyDeviceToHost, pr->s)) ||
+        SYNC(pr))
+        memset(out, 0, np * sizeof(double));
+}
+
+template <class T> __global__ void k_add(T *y, const T *x, size_t n, int acc)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        stv(y, i, acc ? ldv(y, i) + ldv(x, i) : ldv(x, i));
+}
+
+static void cu_add(tupe_backend *be, tupe_dev *y, const tupe_dev *x, size_t n, int acc)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || n == 0)
+        return;
+    if (!acc) {
+        CK(cudaMemcpyAsync(y, x, n * (size_t)be->esize, cudaMemcpyDeviceToDevice, pr->s));
+        return;
+    }
+    if (pr->bf16)
+        k_add<bf16><<<nblocks(n, 256), 256, 0, pr->s>>>((bf16 *)y, (const bf16 *)x, n, acc);
+    else
+        k_add<float><<<nblocks(n, 256), 256, 0, pr->s>>>((float *)y, (const float *)x, n, acc);
+    LAUNCHED("k_add");
 }
 
 /* ---- matrix products (interface) --------------------------------------------------------- */
@@ -2055,7 +2118,7 @@ static int cu_check(tupe_backend *be, tupe_err *e)
 {
     cu_priv *pr = PR(be);
     if (!pr->err) {
-        CK(cudaStreamSynchronize(pr->s));
+        SYNC(pr);
         CK(cudaGetLastError());
     }
     if (pr->err)
@@ -2073,7 +2136,8 @@ static void cu_destroy(tupe_backend *be)
     if (pr) {
         cudaSetDevice(pr->dev);
         if (pr->s)
-            cudaStreamSynchronize(pr->s);
+            SYNC(pr);
+        nccl_destroy(pr); /* before anything it may still use is freed */
         for (int i = 0; i < pr->nplans; i++)
             destroy_plan(&pr->plans[i]);
         for (int i = 0; i < SC_N; i++)
@@ -2085,7 +2149,6 @@ static void cu_destroy(tupe_backend *be)
             cudaFree(pr->dres);
         if (pr->hres)
             cudaFreeHost(pr->hres);
-        nccl_destroy(pr);
         if (pr->lt)
             cublasLtDestroy(pr->lt);
         if (pr->blas)
@@ -2178,6 +2241,8 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->zero = cu_zero;
     be->scale = cu_scale;
     be->sumsq = cu_sumsq;
+    be->sumsq_parts = cu_sumsq_parts;
+    be->add = cu_add;
     be->gemm = cu_gemm;
     be->linear_fwd = cu_linear_fwd;
     be->linear_bwd = cu_linear_bwd;
@@ -2237,19 +2302,38 @@ extern "C" void tupe_backend_cuda_gemm_counts(tupe_backend *be, long long *lt,
 /* ---- NCCL ------------------------------------------------------------------------------------ */
 
 /* libnccl is opened at run time, not linked: the programs start on machines whose CUDA has no
- * NCCL (it ships apart from the toolkit), and only runs that ask for it (TUPE_NCCL=1) need it.
- * The table is filled once per process and never changes after. */
+ * NCCL (it ships apart from the toolkit), and single-GPU runs never need it. The table is
+ * filled once per process and never changes after.
+ *
+ * Collectives run on a second stream of the backend (cs), so that the gradients of one part
+ * of the model travel while the backward pass computes the next: each operation first makes
+ * cs wait for the work queued so far on the compute stream (an event), and
+ * tupe_backend_cuda_comm_join makes the compute stream wait for cs. The communicator is
+ * initialized non-blocking and polled, so that no wait on another rank is ever without end:
+ * tupe_backend_cuda_nccl_abort (any thread: the collectives module calls it when a rank is
+ * known gone) aborts it, and every host wait polls, giving up after the timeout. */
 #if TUPE_HAVE_NCCL
 static_assert(sizeof(ncclUniqueId) == TUPE_NCCL_ID_BYTES, "NCCL unique id size");
 
 typedef struct nccl_api {
     ncclResult_t (*get_unique_id)(ncclUniqueId *);
-    ncclResult_t (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+    ncclResult_t (*init_config)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*finalize)(ncclComm_t);
+    ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*abort)(ncclComm_t);
+    const char *(*error_string)(ncclResult_t);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                ncclComm_t, cudaStream_t);
-    ncclResult_t (*comm_destroy)(ncclComm_t);
-    const char *(*error_string)(ncclResult_t);
-    char why[256];      /* empty when loaded */
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                               cudaStream_t);
+    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*group_start)(void);
+    ncclResult_t (*group_end)(void);
+    char why[300];      /* empty when loaded */
 } nccl_api;
 
 static nccl_api NCCL;
@@ -2264,15 +2348,29 @@ static void nccl_load(void)
         snprintf(NCCL.why, sizeof NCCL.why, "cannot load libnccl.so.2 (%s)", dlerror());
         return;
     }
-    *(void **)&NCCL.get_unique_id = dlsym(h, "ncclGetUniqueId");
-    *(void **)&NCCL.comm_init_rank = dlsym(h, "ncclCommInitRank");
-    *(void **)&NCCL.all_reduce = dlsym(h, "ncclAllReduce");
-    *(void **)&NCCL.comm_destroy = dlsym(h, "ncclCommDestroy");
-    *(void **)&NCCL.error_string = dlsym(h, "ncclGetErrorString");
-    if (!NCCL.get_unique_id || !NCCL.comm_init_rank || !NCCL.all_reduce ||
-        !NCCL.comm_destroy || !NCCL.error_string)
-        snprintf(NCCL.why, sizeof NCCL.why, "libnccl.so.2 lacks ncclGetUniqueId, "
-                 "ncclCommInitRank, ncclAllReduce, ncclCommDestroy or ncclGetErrorString");
+    struct {
+        void **p;
+        const char *name;
+    } syms[] = {{(void **)&NCCL.get_unique_id, "ncclGetUniqueId"},
+                {(void **)&NCCL.init_config, "ncclCommInitRankConfig"},
+                {(void **)&NCCL.async_error, "ncclCommGetAsyncError"},
+                {(void **)&NCCL.finalize, "ncclCommFinalize"},
+                {(void **)&NCCL.destroy, "ncclCommDestroy"},
+                {(void **)&NCCL.abort, "ncclCommAbort"},
+                {(void **)&NCCL.error_string, "ncclGetErrorString"},
+                {(void **)&NCCL.all_reduce, "ncclAllReduce"},
+                {(void **)&NCCL.all_gather, "ncclAllGather"},
+                {(void **)&NCCL.broadcast, "ncclBroadcast"},
+                {(void **)&NCCL.send, "ncclSend"},
+                {(void **)&NCCL.recv, "ncclRecv"},
+                {(void **)&NCCL.group_start, "ncclGroupStart"},
+                {(void **)&NCCL.group_end, "ncclGroupEnd"}};
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].p = dlsym(h, syms[i].name))) {
+            snprintf(NCCL.why, sizeof NCCL.why, "libnccl.so.2 has no %s (NCCL 2.18 or later "
+                     "is needed)", syms[i].name);
+            return;
+        }
 }
 
 /* The loaded library, or NULL with the reason in e. */
@@ -2280,18 +2378,159 @@ static const nccl_api *nccl(tupe_err *e)
 {
     pthread_once(&nccl_once, nccl_load);
     if (NCCL.why[0]) {
-        tupe_fail(e, TUPE_EFAIL, "NCCL (TUPE_NCCL=1): %s", NCCL.why);
+        tupe_fail(e, TUPE_EFAIL, "NCCL: %s; install NCCL (libnccl2) or set TUPE_NCCL=0 to sum "
+                  "gradients through host copies", NCCL.why);
         return NULL;
     }
     return &NCCL;
 }
 
+struct nccl_link {
+    ncclComm_t comm;
+    int rank, world;
+    cudaStream_t cs;                /* the communication stream */
+    cudaEvent_t after_compute, after_comm;
+    void *scr;                      /* the pieces received from the other ranks */
+    size_t scr_bytes;
+    double timeout;                 /* seconds a host wait may last */
+    tupe_nccl_hint_fn hint;         /* what the other ranks are doing, for a timeout's message */
+    void *hint_ctx;
+    pthread_mutex_t mu;             /* NCCL calls against an abort from another thread */
+    volatile int aborted;
+    char why[400];
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Aborts the communicator once, keeping the first reason (nl->mu held). */
+static void abort_locked(nccl_link *nl, const char *why)
+{
+    if (nl->aborted)
+        return;
+    snprintf(nl->why, sizeof nl->why, "%s", why);
+    nl->aborted = 1;
+    if (nl->comm)
+        NCCL.abort(nl->comm);
+    nl->comm = NULL;
+}
+
+/* A result of an NCCL call on a non-blocking communicator: ncclInProgress means "poll until it
+ * is done". 0, or 1 with the reason in pr's error (nl->mu held). */
+static int nccl_done(cu_priv *pr, ncclResult_t r, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    double t0 = now_s();
+    while (r == ncclInProgress && nl->comm) {
+        if (NCCL.async_error(nl->comm, &r) != ncclSuccess)
+            break;
+        if (r == ncclInProgress) {
+            if (now_s() - t0 > nl->timeout) {
+                abort_locked(nl, "NCCL: an operation did not start in time");
+                break;
+            }
+            sleep_us(50);
+        }
+    }
+    if (r == ncclSuccess)
+        return 0;
+    char msg[300];
+    snprintf(msg, sizeof msg, "NCCL %s: %s", what, NCCL.error_string(r));
+    abort_locked(nl, msg);
+    set_err(pr, "%s%s", nl->why, "");
+    return 1;
+}
+
+static int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return ck(pr, cudaStreamSynchronize(st), what);
+    double t0 = now_s();
+    for (long i = 0;; i++) {
+        cudaError_t r = cudaStreamQuery(st);
+        if (r == cudaSuccess)
+            break;
+        if (r != cudaErrorNotReady)
+            return ck(pr, r, what);
+        if (nl->aborted)
+            break;
+        ncclResult_t ae = ncclSuccess;
+        pthread_mutex_lock(&nl->mu);
+        if (nl->comm && NCCL.async_error(nl->comm, &ae) == ncclSuccess && ae != ncclSuccess &&
+            ae != ncclInProgress) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "NCCL: %s", NCCL.error_string(ae));
+            abort_locked(nl, msg);
+        } else if (now_s() - t0 > nl->timeout) {
+            char msg[400], h[240] = "";
+            if (nl->hint)
+                nl->hint(nl->hint_ctx, h, sizeof h);
+            snprintf(msg, sizeof msg, "rank %d: the GPU work waiting on the other ranks did not "
+                     "finish within %.0f s (TUPE_COMM_TIMEOUT)%s%s", nl->rank, nl->timeout,
+                     h[0] ? ": " : "", h);
+            abort_locked(nl, msg);
+        }
+        pthread_mutex_unlock(&nl->mu);
+        sleep_us(i < 100 ? 20 : i < 1000 ? 100 : 1000);
+    }
+    if (nl->aborted) {
+        /* the aborted collectives have left the streams: what they wrote is not to be used */
+        cudaStreamSynchronize(st);
+        set_err(pr, "%s%s", nl->why, "");
+        return 1;
+    }
+    return 0;
+}
+
 static void nccl_destroy(cu_priv *pr)
 {
-    if (pr->nccl)
-        NCCL.comm_destroy((ncclComm_t)pr->nccl);
-    pr->nccl = NULL;
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return;
+    if (!pr->err)
+        wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    pthread_mutex_lock(&nl->mu);
+    if (nl->comm) {
+        if (!pr->err) {
+            ncclResult_t r = NCCL.finalize(nl->comm);
+            double t0 = now_s();
+            while (r == ncclInProgress && now_s() - t0 < nl->timeout &&
+                   NCCL.async_error(nl->comm, &r) == ncclSuccess)
+                if (r == ncclInProgress)
+                    sleep_us(100);
+            if (r == ncclSuccess)
+                NCCL.destroy(nl->comm);
+            else
+                NCCL.abort(nl->comm);
+        } else {
+            NCCL.abort(nl->comm);
+        }
+        nl->comm = NULL;
+    }
+    pthread_mutex_unlock(&nl->mu);
+    cudaStreamSynchronize(nl->cs);
+    cudaEventDestroy(nl->after_compute);
+    cudaEventDestroy(nl->after_comm);
+    if (nl->scr)
+        cudaFree(nl->scr);
+    cudaStreamDestroy(nl->cs);
+    pthread_mutex_destroy(&nl->mu);
+    free(nl);
+    pr->nl = NULL;
 }
+
+extern "C" int tupe_backend_cuda_nccl_load(tupe_err *e) { return nccl(e) ? 0 : TUPE_EFAIL; }
 
 extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
 {
@@ -2308,59 +2547,302 @@ extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
 }
 
 extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
-                                           tupe_err *e)
+                                           double timeout, tupe_nccl_hint_fn hint,
+                                           void *hint_ctx, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    if (pr->nccl)
+    if (pr->nl)
         return 0;
+    if (pr->err)
+        return cu_check(be, e);
     const nccl_api *nc = nccl(e);
     if (!nc)
         return TUPE_EFAIL;
+    nccl_link *nl = (nccl_link *)calloc(1, sizeof *nl);
+    if (!nl)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    pthread_mutex_init(&nl->mu, NULL);
+    nl->rank = rank;
+    nl->world = world;
+    nl->timeout = timeout > 0 ? timeout : 600;
+    nl->hint = hint;
+    nl->hint_ctx = hint_ctx;
+    cudaSetDevice(pr->dev);
+    if (CK(cudaStreamCreateWithFlags(&nl->cs, cudaStreamNonBlocking)) ||
+        CK(cudaEventCreateWithFlags(&nl->after_compute, cudaEventDisableTiming)) ||
+        CK(cudaEventCreateWithFlags(&nl->after_comm, cudaEventDisableTiming))) {
+        pthread_mutex_destroy(&nl->mu);
+        free(nl);
+        return cu_check(be, e);
+    }
+    pr->nl = nl;
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    cudaSetDevice(pr->dev);
-    ncclComm_t c = NULL;
-    ncclResult_t r = nc->comm_init_rank(&c, world, u, rank);
-    if (r != ncclSuccess)
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0; /* polled below, so that a rank that never comes ends in a message */
+    ncclResult_t r = nc->init_config(&nl->comm, world, u, rank, &cfg);
+    double t0 = now_s();
+    while (r == ncclInProgress) {
+        if (nc->async_error(nl->comm, &r) != ncclSuccess)
+            break;
+        if (r != ncclInProgress)
+            break;
+        if (nl->aborted) {
+            r = ncclRemoteError;
+            break;
+        }
+        if (now_s() - t0 > nl->timeout) {
+            pthread_mutex_lock(&nl->mu);
+            abort_locked(nl, "");
+            pthread_mutex_unlock(&nl->mu);
+            nccl_destroy(pr);
+            return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d: the other ranks did "
+                             "not join within %.0f s (TUPE_COMM_TIMEOUT)", rank, world, pr->dev,
+                             timeout);
+        }
+        sleep_us(1000);
+    }
+    if (r != ncclSuccess) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", nl->aborted ? nl->why : nc->error_string(r));
+        nccl_destroy(pr);
         return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d cannot join: %s", rank,
-                         world, pr->dev, nc->error_string(r));
-    pr->nccl = c;
+                         world, pr->dev, why);
+    }
     return 0;
+}
+
+extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why)
+{
+    nccl_link *nl = be ? PR(be)->nl : NULL;
+    if (!nl)
+        return;
+    pthread_mutex_lock(&nl->mu);
+    abort_locked(nl, why);
+    pthread_mutex_unlock(&nl->mu);
+}
+
+/* Starts a communication: cs waits for the compute stream's work queued so far. 0, or 1 (the
+ * error kept; nl->mu held either way). */
+static int comm_begin(cu_priv *pr, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    pthread_mutex_lock(&nl->mu);
+    if (nl->aborted) {
+        set_err(pr, "%s%s", nl->why, "");
+        return 1;
+    }
+    if (pr->err)
+        return 1;
+    (void)what;
+    return CK(cudaEventRecord(nl->after_compute, pr->s)) ||
+           CK(cudaStreamWaitEvent(nl->cs, nl->after_compute, 0));
+}
+
+static int comm_end(cu_priv *pr, tupe_err *e)
+{
+    pthread_mutex_unlock(&pr->nl->mu);
+    if (pr->err)
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    return 0;
+}
+
+static int no_link(cu_priv *pr, tupe_err *e)
+{
+    if (pr->err)
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    return tupe_fail(e, TUPE_EFAIL, "NCCL used before tupe_backend_cuda_nccl_init");
+}
+
+/* nl->scr of at least `bytes` (growing it waits for cs, which may still read the old one). */
+static void *comm_scratch(cu_priv *pr, size_t bytes)
+{
+    nccl_link *nl = pr->nl;
+    if (nl->scr_bytes >= bytes)
+        return nl->scr;
+    pthread_mutex_unlock(&nl->mu);
+    int bad = wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    pthread_mutex_lock(&nl->mu);
+    if (bad || nl->aborted)
+        return NULL;
+    if (nl->scr)
+        cudaFree(nl->scr);
+    nl->scr = NULL;
+    nl->scr_bytes = 0;
+    if (CK(cudaMalloc(&nl->scr, bytes)))
+        return NULL;
+    nl->scr_bytes = bytes;
+    return nl->scr;
+}
+
+/* Each element i of this rank's piece: the ranks' values summed by tupe_tree_sum_f's tree, in
+ * place over the pieces (slot q is rank q's piece as received; this rank's own is `own`),
+ * each sum rounded to T as stored. */
+template <class T>
+__global__ void k_tree_pieces(T *own, T *slots, int world, int rank, size_t piece)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= piece)
+        return;
+    int m = 1;
+    while (m < world)
+        m <<= 1;
+    for (m >>= 1; m >= 1; m >>= 1)
+        for (int c = 0; c < m && c + m < world; c++) {
+            T *a = c == rank ? own : slots + (size_t)c * piece;
+            T *b = c + m == rank ? own : slots + (size_t)(c + m) * piece;
+            stv(a, i, ldv(a, i) + ldv(b, i));
+        }
+    if (rank != 0)
+        own[i] = slots[i];
+}
+
+extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
+                                               tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "reduce") || piece == 0)
+        return comm_end(pr, e);
+    size_t es = (size_t)be->esize;
+    char *scr = (char *)comm_scratch(pr, (size_t)nl->world * piece * es);
+    if (!scr)
+        return comm_end(pr, e);
+    ncclDataType_t t = pr->bf16 ? ncclBfloat16 : ncclFloat32;
+    char *b = (char *)buf;
+    int bad = nccl_done(pr, NCCL.group_start(), "group");
+    for (int q = 0; q < nl->world && !bad; q++) {
+        if (q == nl->rank)
+            continue;
+        bad = nccl_done(pr, NCCL.send(b + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
+                        "send") ||
+              nccl_done(pr, NCCL.recv(scr + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
+                        "receive");
+    }
+    if (!bad)
+        bad = nccl_done(pr, NCCL.group_end(), "group");
+    if (!bad) {
+        char *own = b + (size_t)nl->rank * piece * es;
+        if (pr->bf16)
+            k_tree_pieces<bf16><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
+                (bf16 *)own, (bf16 *)scr, nl->world, nl->rank, piece);
+        else
+            k_tree_pieces<float><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
+                (float *)own, (float *)scr, nl->world, nl->rank, piece);
+        LAUNCHED("k_tree_pieces");
+    }
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
+                                               size_t elem, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "gather") || piece == 0)
+        return comm_end(pr, e);
+    size_t bytes = piece * elem;
+    char *b = (char *)buf;
+    nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes, ncclUint8, nl->comm,
+                                  nl->cs), "all-gather");
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t bytes, int root,
+                                       tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "broadcast") || bytes == 0)
+        return comm_end(pr, e);
+    nccl_done(pr, NCCL.broadcast(buf, buf, bytes, ncclUint8, root, nl->comm, nl->cs), "broadcast");
+    return comm_end(pr, e);
 }
 
 extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n,
                                            tupe_err *e)
 {
     cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "all-reduce") || n == 0)
+        return comm_end(pr, e);
+    nccl_done(pr, NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                  nl->comm, nl->cs), "all-reduce");
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    pthread_mutex_lock(&nl->mu);
+    if (nl->aborted)
+        set_err(pr, "%s%s", nl->why, "");
+    else if (!pr->err && !CK(cudaEventRecord(nl->after_comm, nl->cs)))
+        CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
     if (pr->err)
-        return cu_check(be, e);
-    if (!pr->nccl)
-        return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce before tupe_backend_cuda_nccl_init");
-    ncclResult_t r = NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                                     (ncclComm_t)pr->nccl, pr->s);
-    if (r != ncclSuccess)
-        return tupe_fail(e, TUPE_EFAIL, "NCCL all-reduce of %zu elements: %s", n,
-                         NCCL.error_string(r));
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
     return 0;
 }
 #else
 static void nccl_destroy(cu_priv *) {}
 
-static int no_nccl(tupe_err *e)
+static int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
 {
-    return tupe_fail(e, TUPE_EUSAGE, "NCCL (TUPE_NCCL=1): this build has none (nccl.h was not "
-                     "found when it was compiled); unset TUPE_NCCL to sum gradients through MPI");
+    return ck(pr, cudaStreamSynchronize(st), what);
 }
 
-extern "C" int tupe_backend_cuda_nccl_id(void *, tupe_err *e) { return no_nccl(e); }
+static int no_nccl(tupe_err *e)
+{
+    return tupe_fail(e, TUPE_EUSAGE, "NCCL: this build has none (nccl.h was not found when it "
+                     "was compiled); set TUPE_NCCL=0 to sum gradients through host copies");
+}
 
-extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, tupe_err *e)
+extern "C" int tupe_backend_cuda_nccl_load(tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_nccl_id(void *, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, double,
+                                           tupe_nccl_hint_fn, void *, tupe_err *e)
 {
     return no_nccl(e);
 }
-
+extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *, const char *) {}
+extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *, tupe_dev *, size_t, size_t,
+                                               tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_bcast(tupe_backend *, tupe_dev *, size_t, int, tupe_err *e)
+{
+    return no_nccl(e);
+}
 extern "C" int tupe_backend_cuda_allreduce(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
 {
     return no_nccl(e);
 }
+extern "C" int tupe_backend_cuda_comm_join(tupe_backend *, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *, tupe_err *e) { return no_nccl(e); }
 #endif

@@ -77,6 +77,13 @@ struct tupe_backend {
     /* Sum of squares, accumulated in double in a fixed order (independent of thread count;
      * deterministic on every backend). */
     double (*sumsq)(tupe_backend *be, const tupe_dev *x, size_t n);
+    /* The same for each run of `part` elements of x (the last one may be shorter), into
+     * out[ceil(n / part)] on the host; each run's sum depends on its values only, not on where
+     * it lies, so that ranks holding different runs of a buffer agree with one holding it all. */
+    void (*sumsq_parts)(tupe_backend *be, const tupe_dev *x, size_t n, size_t part, double *out);
+    /* y = x (accumulate 0) or y = y + x (accumulate 1) over n real elements, each sum rounded
+     * once to the real type: partial gradients summed in an order of the caller's. */
+    void (*add)(tupe_backend *be, tupe_dev *y, const tupe_dev *x, size_t n, int accumulate);
 
     /* ---- matrix products ---- */
     /* C = alpha op(A) op(B) + beta C; op(X) = X^T when tX. Row-major, leading dimensions given. */

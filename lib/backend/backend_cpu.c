@@ -277,6 +277,39 @@ static double R(sumsq)(tupe_backend *be, const tupe_dev *x, size_t n)
     return total;
 }
 
+/* Each run in 8 lanes (element i into lane i % 8), the lanes summed in a fixed tree: the same
+ * bits wherever the run lies in memory (no alignment peeling decides the order). */
+static void R(sumsq_parts)(tupe_backend *be, const tupe_dev *x, size_t n, size_t part, double *out)
+{
+    const real *p = (const real *)x;
+    size_t np = part ? (n + part - 1) / part : 0;
+#pragma omp parallel for num_threads(be->nthreads) schedule(static)
+    for (size_t c = 0; c < np; c++) {
+        size_t lo = c * part, hi = lo + part < n ? lo + part : n;
+        double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t i = lo;
+        for (; i + 8 <= hi; i += 8)
+            for (int k = 0; k < 8; k++)
+                l[k] += (double)p[i + (size_t)k] * (double)p[i + (size_t)k];
+        for (int k = 0; i < hi; i++, k++)
+            l[k] += (double)p[i] * (double)p[i];
+        out[c] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    }
+}
+
+static void R(add)(tupe_backend *be, tupe_dev *y_, const tupe_dev *x_, size_t n, int accumulate)
+{
+    real *y = (real *)y_;
+    const real *x = (const real *)x_;
+    if (!accumulate) {
+        memmove(y, x, n * sizeof *y);
+        return;
+    }
+#pragma omp parallel for simd num_threads(be->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] + x[i];
+}
+
 /* ---- matrix products ------------------------------------------------------------------ */
 
 /* One BLAS call on the block [m0,m1) x [n0,n1) of C. */
@@ -1067,6 +1100,8 @@ static void R(ops)(tupe_backend *be)
     be->zero = R(zero);
     be->scale = R(scale);
     be->sumsq = R(sumsq);
+    be->sumsq_parts = R(sumsq_parts);
+    be->add = R(add);
     be->gemm = R(gemm);
     be->linear_fwd = R(linear_fwd);
     be->linear_bwd = R(linear_bwd);

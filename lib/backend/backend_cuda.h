@@ -1,6 +1,6 @@
 /* The CUDA backend (kernels/backend_cuda.cu), present in builds with CUDA=1 (TUPE_HAVE_CUDA).
  * Reach it through tupe_backend_create / tupe_backend_open (backend.h); this header is for the
- * modules that need the device itself (comm: NCCL runs on the backend's stream).
+ * modules that need the device itself (comm: NCCL runs on the backend's second stream).
  *
  *   cuda       fp32 everywhere; every product through cuBLASLt in fp32 (TF32 tensor cores
  *              only with TUPE_CUDA_TF32=1 in the environment)
@@ -38,14 +38,39 @@ int tupe_backend_cuda_device(tupe_backend *be);
 void tupe_backend_cuda_gemm_counts(tupe_backend *be, long long *lt, long long *legacy,
                                    char *first, size_t cap);
 
-/* NCCL between the GPUs of a data-parallel job: rank 0 makes the id, the caller broadcasts it
- * (tupe_comm_bcast), and every rank joins; then gradients are summed in place on the device,
- * on the backend's stream (n real elements: fp32 on "cuda", bf16 on "cuda-bf16"). */
+/* NCCL between the GPUs of a data-parallel job (train/comm.c drives it). NCCL is opened at run
+ * time (libnccl.so.2); _load says whether it can be (TUPE_EFAIL with the reason). Rank 0 makes
+ * the id, the caller gives it to every rank, and every rank joins (non-blocking
+ * initialization, polled: the other ranks have `timeout` seconds to come). Collectives then
+ * run on a second CUDA stream of the backend, each after the work queued so far on the
+ * compute stream; _comm_join makes the compute stream's later work wait for them, _comm_wait
+ * makes the host wait. Every host wait of the backend polls once NCCL is joined: it gives up
+ * after `timeout` seconds (its message ends with what `hint` says about the other ranks), or
+ * as soon as _nccl_abort is called (from any thread, when a rank is known gone); the backend
+ * then fails with that reason, and its operations do nothing. Elements are the backend's real
+ * type (fp32 on "cuda", bf16 on "cuda-bf16") unless `elem` says bytes. */
 #define TUPE_NCCL_ID_BYTES 128
+typedef void (*tupe_nccl_hint_fn)(void *ctx, char *buf, size_t cap);
+int tupe_backend_cuda_nccl_load(tupe_err *e);
 int tupe_backend_cuda_nccl_id(void *id, tupe_err *e);
 int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
+                                double timeout, tupe_nccl_hint_fn hint, void *hint_ctx,
                                 tupe_err *e);
+void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why);
+/* buf holds world pieces of `piece` reals: every rank's piece q goes to rank q, and this rank's
+ * piece becomes the sum over the ranks of theirs, in the order of tupe_tree_sum_f
+ * (backend/pointwise.h), each sum rounded to the real type: the same bits as one process
+ * adding the same partial sums (the send and receive of an all-to-all, then a kernel). */
+int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e);
+/* buf holds world pieces of `piece` elements of `elem` bytes: every rank's own piece to every
+ * rank, in place (an all-gather). */
+int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, size_t elem,
+                                    tupe_err *e);
+int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t bytes, int root, tupe_err *e);
+/* The sum over ranks of n reals in place, in NCCL's own order (a measure of its bandwidth). */
 int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);
+int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e);
+int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e);
 
 #ifdef __cplusplus
 }

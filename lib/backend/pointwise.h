@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "base/hd.h"
 #include "base/philox.h"
 
@@ -175,6 +176,38 @@ TUPE_HD void tupe_adamw_d(double *p, double *m, double *v, double g, double b1, 
     double pp = *p;
     pp -= decay * pp;
     *p = pp - step_size * mm / (sqrt(vv) + eps);
+}
+
+/* ---- the fixed-order sum of partial gradients -------------------------------------------
+ * Leaves j = 0..n-1 (micro-batches, or ranks) are summed by the tree T(c, m) = T(c, 2m) +
+ * T(c + m, 2m) over the leaves j = c (mod m), a lone leaf being itself: for n = 4,
+ * (v0 + v2) + (v1 + v3). Rank r of W (W a power of two) holding leaves j = r (mod W) holds a
+ * subtree, and the ranks' subtrees combine by the same tree over r: so W ranks summing their
+ * leaves, then their sums, get the bits of one process summing all. In place over v[0..n),
+ * the result in v[0]; with bf16, each sum rounded to bf16 (as stored in a bf16 buffer). */
+TUPE_HD float tupe_tree_sum_f(float *v, int n, int bf16)
+{
+    int m = 1;
+    while (m < n)
+        m <<= 1;
+    for (m >>= 1; m >= 1; m >>= 1)
+        for (int c = 0; c < m && c + m < n; c++) {
+            float s = v[c] + v[c + m];
+            v[c] = bf16 ? tupe_bf16_to_f32(tupe_f32_to_bf16(s)) : s;
+        }
+    return v[0];
+}
+
+/* The same tree over doubles (the losses of the micro-batches, on the host). */
+TUPE_HD double tupe_tree_sum_d(double *v, int n)
+{
+    int m = 1;
+    while (m < n)
+        m <<= 1;
+    for (m >>= 1; m >= 1; m >>= 1)
+        for (int c = 0; c < m && c + m < n; c++)
+            v[c] = v[c] + v[c + m];
+    return n > 0 ? v[0] : 0.0;
 }
 
 #endif

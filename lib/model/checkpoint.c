@@ -84,11 +84,13 @@ out:
     return rc;
 }
 
-static int write_optim(const char *path, tupe_model *m, tupe_adamw *o, tupe_err *e)
+/* The optimizer file: the moments are o's, or `given` (exp_avg then exp_avg_sq, total floats
+ * each) when not NULL. */
+static int write_optim(const char *path, tupe_model *m, tupe_adamw *o, const float *given,
+                       tupe_err *e)
 {
-    tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
-    float *flat = malloc(2 * lay->total * sizeof *flat);
+    float *flat = given ? NULL : calloc(2 * lay->total, sizeof *flat);
     tupe_stw *w = tupe_stw_new();
     json_t *hashes = json_object();
     const tupe_adamw_cfg *c = tupe_adamw_config(o);
@@ -97,15 +99,15 @@ static int write_optim(const char *path, tupe_model *m, tupe_adamw *o, tupe_err 
                            "eps", c->eps, "weight_decay", c->weight_decay, "clip", c->clip,
                            "exclude_ln_bias", c->exclude_ln_bias);
     int rc = 0;
-    if (!flat || !w || !hashes || !oj) {
+    if ((!given && !flat) || !w || !hashes || !oj) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
-    be->download(be, flat, tupe_adamw_exp_avg(o), lay->total, TUPE_F32 | TUPE_WIDE);
-    be->download(be, flat + lay->total, tupe_adamw_exp_avg_sq(o), lay->total,
-                 TUPE_F32 | TUPE_WIDE);
-    if ((rc = add_all(w, lay, "exp_avg.", flat, hashes, e)) ||
-        (rc = add_all(w, lay, "exp_avg_sq.", flat + lay->total, hashes, e)) ||
+    if (!given)
+        tupe_adamw_moments_get(o, flat, flat + lay->total);
+    const float *mo = given ? given : flat;
+    if ((rc = add_all(w, lay, "exp_avg.", mo, hashes, e)) ||
+        (rc = add_all(w, lay, "exp_avg_sq.", mo + lay->total, hashes, e)) ||
         (rc = tupe_stw_meta(w, "format", "pt", e)) ||
         (rc = tupe_stw_meta(w, "tupe.checkpoint", "1", e)) ||
         (rc = meta_json(w, "optimizer", oj, e)) || (rc = meta_json(w, HASH_KEY, hashes, e)))
@@ -122,6 +124,12 @@ out:
 int tupe_ckpt_save(const char *dir, tupe_model *m, tupe_adamw *opt, const char *train_state,
                    tupe_err *e)
 {
+    return tupe_ckpt_save_moments(dir, m, opt, NULL, train_state, e);
+}
+
+int tupe_ckpt_save_moments(const char *dir, tupe_model *m, tupe_adamw *opt, const float *moments,
+                           const char *train_state, tupe_err *e)
+{
     tupe_dirtx *tx;
     int rc = tupe_dirtx_begin(&tx, dir, e);
     if (rc)
@@ -132,7 +140,7 @@ int tupe_ckpt_save(const char *dir, tupe_model *m, tupe_adamw *opt, const char *
     tupe_fault_point("ckpt.model");
     if (!rc && opt) {
         snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, TUPE_CKPT_OPTIM_FILE));
-        rc = write_optim(path, m, opt, e);
+        rc = write_optim(path, m, opt, moments, e);
         tupe_fault_point("ckpt.optimizer");
     }
     if (rc) {
@@ -244,7 +252,6 @@ static int read_all(const tupe_st *st, json_t *hashes, const tupe_layout *lay, c
 
 static int load_optim(const char *file, tupe_model *m, tupe_adamw *o, int flags, tupe_err *e)
 {
-    tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
     tupe_st *st;
     json_t *hashes;
@@ -277,8 +284,7 @@ static int load_optim(const char *file, tupe_model *m, tupe_adamw *o, int flags,
     }
     if ((rc = read_all(st, hashes, lay, "exp_avg_sq.", flat + lay->total, flags, e)))
         goto out;
-    be->upload(be, tupe_adamw_exp_avg(o), flat, lay->total, TUPE_F32 | TUPE_WIDE);
-    be->upload(be, tupe_adamw_exp_avg_sq(o), flat + lay->total, lay->total, TUPE_F32 | TUPE_WIDE);
+    tupe_adamw_moments_put(o, flat, flat + lay->total);
     tupe_adamw_set_steps(o, (int64_t)json_integer_value(step));
 out:
     json_decref(oj);

@@ -25,6 +25,11 @@
  * optimizer file); train_state is a JSON object's text, or NULL. */
 int tupe_ckpt_save(const char *dir, tupe_model *m, tupe_adamw *opt, const char *train_state,
                    tupe_err *e);
+/* The same with the moments given (exp_avg then exp_avg_sq, the layout's total floats each,
+ * on the host; NULL: opt's), for an optimizer sharded over ranks (ZeRO-1) whose moments the
+ * caller gathered; opt gives the settings and the step count. */
+int tupe_ckpt_save_moments(const char *dir, tupe_model *m, tupe_adamw *opt, const float *moments,
+                           const char *train_state, tupe_err *e);
 
 /* The configuration stored in a checkpoint (`path` is the directory or its model file). */
 int tupe_ckpt_config(const char *path, tupe_config *c, tupe_err *e);

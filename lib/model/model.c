@@ -29,6 +29,11 @@ struct tupe_model {
     tupe_dev *arena;
     tupe_dev *params, *grads;
     tupe_dev *master;   /* wide copy of the parameters when they are narrower (backend.h) */
+    size_t flat;        /* elements of those three: the layout's total, rounded up */
+    tupe_dev *gdst;     /* where backward adds the gradients (grads, or the caller's) */
+    tupe_grad_ready_fn ready;
+    void *ready_ctx;
+    size_t heads_lo;    /* the first element of the heads (after the last layer) */
     /* int32 inputs */
     tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls, *i_buckets;
     tupe_dev *targets;
@@ -57,7 +62,7 @@ struct tupe_model {
 
 #define AT(p, n) tupe_dev_at(m->be, (p), (n))
 #define PAR(off) ((off) == TUPE_NONE ? NULL : AT(m->params, (off)))
-#define GRD(off) ((off) == TUPE_NONE ? NULL : AT(m->grads, (off)))
+#define GRD(off) ((off) == TUPE_NONE ? NULL : AT(m->gdst, (off)))
 
 static void plan(tupe_model *m, tupe_dev **p, size_t bytes)
 {
@@ -133,7 +138,7 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     size_t Bc = (size_t)m->cap.batch, Tc = (size_t)m->cap.seq, N = Bc * Tc;
     size_t D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, H = (size_t)c->num_heads;
     size_t L = (size_t)c->num_layers, V = (size_t)c->vocab_size, Mc = (size_t)m->cap.masked;
-    plan_r(m, &m->grads, m->lay.total);
+    plan_r(m, &m->grads, m->flat);
     plan_i(m, &m->i_ids, N);
     plan_i(m, &m->i_types, N);
     plan_i(m, &m->i_len, Bc);
@@ -205,6 +210,12 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
 int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
                       const tupe_capacity *cap, tupe_err *e)
 {
+    return tupe_model_create_padded(out, cfg, be, cap, 1, e);
+}
+
+int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                             const tupe_capacity *cap, size_t flat_multiple, tupe_err *e)
+{
     *out = NULL;
     int params_only = cap->batch == 0 && cap->seq == 0;
     if (!params_only && (cap->batch < 1 || cap->seq < 1))
@@ -235,9 +246,18 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
 
-    plan_r(m, &m->params, m->lay.total);
+    size_t mult = flat_multiple > 0 ? flat_multiple : 1;
+    m->flat = (m->lay.total + mult - 1) / mult * mult;
+    m->heads_lo = m->lay.total;
+    for (size_t i = m->lay.count; i-- > 0;)
+        if (strncmp(m->lay.t[i].name, "encoder.layer.", 14) == 0) {
+            if (i + 1 < m->lay.count)
+                m->heads_lo = m->lay.t[i + 1].offset;
+            break;
+        }
+    plan_r(m, &m->params, m->flat);
     if (be->wsize > be->esize)
-        plan_w(m, &m->master, m->lay.total);
+        plan_w(m, &m->master, m->flat);
     if (!params_only)
         plan_acts(m, be);
     if (m->plan_failed) {
@@ -256,6 +276,7 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
     free(m->slots);
     m->slots = NULL;
     m->nslots = m->cslots = 0;
+    m->gdst = m->grads;
 
     if (m->i_buckets) {
         int32_t *bk = malloc(Tc * Tc * sizeof *bk);
@@ -291,6 +312,25 @@ size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
 tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
+size_t tupe_model_flat_size(const tupe_model *m) { return m->flat; }
+void tupe_model_grad_target(tupe_model *m, tupe_dev *dst) { m->gdst = dst ? dst : m->grads; }
+void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx)
+{
+    m->ready = fn;
+    m->ready_ctx = ctx;
+}
+
+size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap)
+{
+    size_t n = 0;
+    if (n < cap)
+        lo[n++] = m->heads_lo;
+    for (int l = m->cfg.num_layers - 1; l >= 0 && n < cap; l--)
+        lo[n++] = m->lay.layer[l].qkv_w;
+    if (n < cap)
+        lo[n++] = 0;
+    return n;
+}
 void tupe_model_zero_grad(tupe_model *m)
 {
     if (m->grads)
@@ -695,6 +735,8 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
                        B, D, D);
         be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_cls, B, D);
     }
+    if (m->ready)
+        m->ready(m->ready_ctx, m->heads_lo);
 
     if (tupe_cfg_has_bias(c)) /* G is wide: zero it as wsize/esize real elements each */
         be->zero(be, m->G, (size_t)H * T * T * (size_t)(be->wsize / be->esize));
@@ -731,12 +773,16 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
             be->qk_pos_grad(be, m->dpq, m->dpk, m->dqkv, B, T, D);
         be->linear_bwd(be, m->dY, 1, GRD(o->qkv_w), GRD(o->qkv_b), m->dqkv, m->hs[l],
                        PAR(o->qkv_w), N, D, 3 * D);
+        if (m->ready)
+            m->ready(m->ready_ctx, o->qkv_w);
     }
     d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
     be->embed_bwd(be, GRD(y->word), GRD(y->pos_emb), GRD(y->tt_emb), GRD(y->emb_ln_g),
                   GRD(y->emb_ln_b), m->dY, m->emb_xh, m->emb_rs, PAR(y->emb_ln_g),
                   (const int32_t *)m->i_ids, m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, D, V, c->type_vocab_size, &d, m->dR);
     position_bwd(m);
+    if (m->ready)
+        m->ready(m->ready_ctx, 0);
     return be->check ? be->check(be, e) : 0;
 }
 

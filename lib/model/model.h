@@ -68,6 +68,11 @@ typedef struct tupe_fwd_out {
 
 int tupe_model_create(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
                       const tupe_capacity *cap, tupe_err *e);
+/* The same with flat buffers (parameters, gradients, master) that hold a multiple of
+ * flat_multiple elements, the ones past the layout's total zeros: room for collectives in
+ * equal pieces (train/gradsync.h). */
+int tupe_model_create_padded(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
+                             const tupe_capacity *cap, size_t flat_multiple, tupe_err *e);
 void tupe_model_free(tupe_model *m);
 
 const tupe_config *tupe_model_config(const tupe_model *m);
@@ -87,6 +92,21 @@ tupe_dev *tupe_model_master(tupe_model *m);
 void tupe_model_params_get(tupe_model *m, float *flat);
 void tupe_model_params_put(tupe_model *m, const float *flat);
 void tupe_model_zero_grad(tupe_model *m);
+/* Elements of the flat buffers: the layout's total rounded up to the flat_multiple of
+ * tupe_model_create_padded (elements past the total stay zero). */
+size_t tupe_model_flat_size(const tupe_model *m);
+/* Where the next backward passes add the gradients: dst (flat_size reals, laid out as
+ * tupe_model_grads), or NULL for tupe_model_grads itself. */
+void tupe_model_grad_target(tupe_model *m, tupe_dev *dst);
+/* fn(ctx, lo) is called during tupe_model_backward each time the gradients of the elements
+ * from lo to the end of the layout are final, the word, position and token-type embeddings
+ * and the positional terms (below the first layer) excepted: after the heads, after each
+ * layer from the last down (lo: that layer's first element), and at the end (lo = 0). The
+ * backend work computing them is queued then, maybe not done. fn NULL: none. */
+typedef void (*tupe_grad_ready_fn)(void *ctx, size_t lo);
+void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx);
+/* The `lo` of those calls, in their order (num_layers + 2 of them, the last 0), into lo[]. */
+size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap);
 
 /* BERT initialization (spec §5) from the seed: N(0, initializer_range) for weights and
  * embeddings, zero biases, unit LayerNorm; the classification head U(+-1/sqrt(fan_in)). */

@@ -8,6 +8,9 @@ struct tupe_adamw {
     tupe_adamw_cfg cfg;
     int64_t t;
     tupe_dev *mem, *m1, *m2;
+    /* The elements it keeps moments for: [r[2i], r[2i+1]) of the flat layout, moments stored
+     * one range after the other; one range [0, total) unless sharded. */
+    size_t *r, nr, held;
 };
 
 void tupe_adamw_defaults(tupe_adamw_cfg *c)
@@ -32,30 +35,62 @@ double tupe_lr_at(const tupe_schedule *s, int64_t t)
     return (s->peak - s->end) * pow(frac, s->power > 0 ? s->power : 1.0) + s->end;
 }
 
-int tupe_adamw_create(tupe_adamw **out, tupe_model *m, const tupe_adamw_cfg *c, tupe_err *e)
+int tupe_adamw_create_ranges(tupe_adamw **out, tupe_model *m, const tupe_adamw_cfg *c,
+                             const size_t *ranges, size_t nranges, tupe_err *e)
 {
     *out = NULL;
     if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0 &&
           c->weight_decay >= 0 && c->clip >= 0))
         return tupe_fail(e, TUPE_EUSAGE, "AdamW: betas must be in [0, 1), eps > 0, weight decay "
                          "and clip >= 0");
+    size_t total = tupe_model_layout(m)->total, full[2] = {0, total};
+    if (!ranges) {
+        ranges = full;
+        nranges = 1;
+    }
     tupe_adamw *o = calloc(1, sizeof *o);
-    if (!o)
+    size_t *r = malloc((nranges ? 2 * nranges : 1) * sizeof *r);
+    if (!o || !r) {
+        free(o);
+        free(r);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    /* cut to the layout, empty ranges dropped */
+    for (size_t i = 0; i < nranges; i++) {
+        size_t lo = ranges[2 * i] < total ? ranges[2 * i] : total;
+        size_t hi = ranges[2 * i + 1] < total ? ranges[2 * i + 1] : total;
+        if (hi <= lo)
+            continue;
+        if (o->nr && lo < r[2 * o->nr - 1]) {
+            free(o);
+            free(r);
+            return tupe_fail(e, TUPE_EFAIL, "AdamW: optimizer ranges not sorted and apart");
+        }
+        r[2 * o->nr] = lo;
+        r[2 * o->nr + 1] = hi;
+        o->nr++;
+        o->held += hi - lo;
+    }
     tupe_backend *be = tupe_model_backend(m);
-    size_t n = tupe_model_layout(m)->total;
     o->m = m;
     o->cfg = *c;
-    o->mem = be->alloc(be, 2 * n * (size_t)be->wsize);
+    o->r = r;
+    o->mem = be->alloc(be, 2 * (o->held ? o->held : 1) * (size_t)be->wsize);
     if (!o->mem) {
+        double mib = 2.0 * (double)o->held * be->wsize / (1 << 20);
+        free(o->r);
         free(o);
-        return tupe_fail(e, TUPE_EFAIL, "out of memory for the optimizer state (%.1f MiB)",
-                         2.0 * (double)n * be->wsize / (1 << 20));
+        return tupe_fail(e, TUPE_EFAIL, "out of memory for the optimizer state (%.1f MiB)", mib);
     }
     o->m1 = o->mem;
-    o->m2 = tupe_dev_wat(be, o->mem, n);
+    o->m2 = tupe_dev_wat(be, o->mem, o->held);
     *out = o;
     return 0;
+}
+
+int tupe_adamw_create(tupe_adamw **out, tupe_model *m, const tupe_adamw_cfg *c, tupe_err *e)
+{
+    return tupe_adamw_create_ranges(out, m, c, NULL, 0, e);
 }
 
 void tupe_adamw_free(tupe_adamw *o)
@@ -64,14 +99,44 @@ void tupe_adamw_free(tupe_adamw *o)
         return;
     tupe_backend *be = tupe_model_backend(o->m);
     be->free(be, o->mem);
+    free(o->r);
     free(o);
+}
+
+size_t tupe_adamw_held(const tupe_adamw *o) { return o->held; }
+
+/* Each range's moments to or from their places in host arrays of the whole layout. */
+static void moments_move(tupe_adamw *o, float *m1, float *m2, int up)
+{
+    tupe_backend *be = tupe_model_backend(o->m);
+    size_t at = 0;
+    for (size_t i = 0; i < o->nr; i++) {
+        size_t lo = o->r[2 * i], n = o->r[2 * i + 1] - lo;
+        float *h[2] = {m1 + lo, m2 + lo};
+        tupe_dev *d[2] = {tupe_dev_wat(be, o->m1, at), tupe_dev_wat(be, o->m2, at)};
+        for (int k = 0; k < 2; k++) {
+            if (up)
+                be->upload(be, d[k], h[k], n, TUPE_F32 | TUPE_WIDE);
+            else
+                be->download(be, h[k], d[k], n, TUPE_F32 | TUPE_WIDE);
+        }
+        at += n;
+    }
+}
+
+void tupe_adamw_moments_get(tupe_adamw *o, float *exp_avg, float *exp_avg_sq)
+{
+    moments_move(o, exp_avg, exp_avg_sq, 0);
+}
+
+void tupe_adamw_moments_put(tupe_adamw *o, const float *exp_avg, const float *exp_avg_sq)
+{
+    moments_move(o, (float *)exp_avg, (float *)exp_avg_sq, 1);
 }
 
 const tupe_adamw_cfg *tupe_adamw_config(const tupe_adamw *o) { return &o->cfg; }
 int64_t tupe_adamw_steps(const tupe_adamw *o) { return o->t; }
 void tupe_adamw_set_steps(tupe_adamw *o, int64_t t) { o->t = t; }
-tupe_dev *tupe_adamw_exp_avg(tupe_adamw *o) { return o->m1; }
-tupe_dev *tupe_adamw_exp_avg_sq(tupe_adamw *o) { return o->m2; }
 
 double tupe_grad_norm(tupe_model *m)
 {
@@ -79,26 +144,14 @@ double tupe_grad_norm(tupe_model *m)
     return sqrt(be->sumsq(be, tupe_model_grads(m), tupe_model_layout(m)->total));
 }
 
-void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
+/* The update of elements [lo, hi) of the flat buffers, whose moments start at moment
+ * element `mo`: runs of tensors with the same decay (the alignment gaps between tensors hold
+ * zeros and stay zero). */
+static void update(tupe_adamw *o, tupe_adamw_args *a, size_t lo, size_t hi, size_t mo)
 {
     tupe_model *m = o->m;
     tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
-    o->t++;
-    double t = (double)o->t;
-    tupe_adamw_args a;
-    a.lr = lr;
-    a.beta1 = o->cfg.beta1;
-    a.beta2 = o->cfg.beta2;
-    a.eps = o->cfg.eps;
-    a.step_size = lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
-    a.gscale = 1.0;
-    if (o->cfg.clip > 0 && isfinite(grad_norm))
-        a.gscale = fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
-    if (hi > lay->total)
-        hi = lay->total;
-    /* Runs of tensors with the same decay, over the flat buffers (the alignment gaps between
-     * tensors hold zeros and stay zero), cut to [lo, hi). */
     tupe_dev *p = tupe_model_params(m), *g = tupe_model_grads(m), *w = tupe_model_master(m);
     size_t i = 0;
     while (i < lay->count) {
@@ -110,12 +163,41 @@ void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo
         a0 = a0 > lo ? a0 : lo;
         a1 = a1 < hi ? a1 : hi;
         if (a1 > a0) {
-            a.wd = nd ? 0.0 : o->cfg.weight_decay;
+            a->wd = nd ? 0.0 : o->cfg.weight_decay;
+            size_t k = mo + (a0 - lo);
             be->adamw(be, tupe_dev_at(be, p, a0), tupe_dev_at(be, g, a0),
-                      tupe_dev_wat(be, o->m1, a0), tupe_dev_wat(be, o->m2, a0),
-                      tupe_dev_wat(be, w, a0), a1 - a0, &a);
+                      tupe_dev_wat(be, o->m1, k), tupe_dev_wat(be, o->m2, k),
+                      tupe_dev_wat(be, w, a0), a1 - a0, a);
         }
         i = j;
+    }
+}
+
+static void step_args(tupe_adamw *o, double lr, double grad_norm, tupe_adamw_args *a)
+{
+    o->t++;
+    double t = (double)o->t;
+    a->lr = lr;
+    a->beta1 = o->cfg.beta1;
+    a->beta2 = o->cfg.beta2;
+    a->eps = o->cfg.eps;
+    a->step_size = lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
+    a->gscale = 1.0;
+    if (o->cfg.clip > 0 && isfinite(grad_norm))
+        a->gscale = fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
+}
+
+void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
+{
+    tupe_adamw_args a;
+    step_args(o, lr, grad_norm, &a);
+    size_t at = 0;
+    for (size_t i = 0; i < o->nr; i++) {
+        size_t r0 = o->r[2 * i], r1 = o->r[2 * i + 1];
+        size_t a0 = r0 > lo ? r0 : lo, a1 = r1 < hi ? r1 : hi;
+        if (a1 > a0)
+            update(o, &a, a0, a1, at + (a0 - r0));
+        at += r1 - r0;
     }
 }
 

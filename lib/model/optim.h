@@ -34,23 +34,31 @@ double tupe_lr_at(const tupe_schedule *s, int64_t t);
 typedef struct tupe_adamw tupe_adamw;
 
 int tupe_adamw_create(tupe_adamw **o, tupe_model *m, const tupe_adamw_cfg *c, tupe_err *e);
+/* ZeRO-1: moments only for the elements [ranges[2i], ranges[2i+1]) of the flat layout (sorted,
+ * apart; cut to the layout), the data-parallel rank's shard; the updates below touch only
+ * those elements. ranges NULL: all of them (tupe_adamw_create). */
+int tupe_adamw_create_ranges(tupe_adamw **o, tupe_model *m, const tupe_adamw_cfg *c,
+                             const size_t *ranges, size_t nranges, tupe_err *e);
 void tupe_adamw_free(tupe_adamw *o);
+/* Elements it keeps moments for. */
+size_t tupe_adamw_held(const tupe_adamw *o);
 const tupe_adamw_cfg *tupe_adamw_config(const tupe_adamw *o);
 /* Updates done so far (t of the bias correction); settable when resuming. */
 int64_t tupe_adamw_steps(const tupe_adamw *o);
 void tupe_adamw_set_steps(tupe_adamw *o, int64_t t);
-/* The moments (flat, in the parameter layout; wide buffers, backend.h). */
-tupe_dev *tupe_adamw_exp_avg(tupe_adamw *o);
-tupe_dev *tupe_adamw_exp_avg_sq(tupe_adamw *o);
+/* The moments to or from host arrays of the whole layout (total floats each): only the
+ * elements kept are written (get) or read (put). */
+void tupe_adamw_moments_get(tupe_adamw *o, float *exp_avg, float *exp_avg_sq);
+void tupe_adamw_moments_put(tupe_adamw *o, const float *exp_avg, const float *exp_avg_sq);
 
 /* Euclidean norm of all gradients (not finite when any gradient is not). */
 double tupe_grad_norm(tupe_model *m);
 /* One update with learning rate lr: clips by the global norm (computed here unless
- * grad_norm >= 0 is given), then AdamW on every parameter. Returns the norm before clipping. */
+ * grad_norm >= 0 is given), then AdamW on every parameter it keeps moments for. Returns the
+ * norm before clipping. */
 double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm);
-/* The same update restricted to elements [lo, hi) of the flat buffers (a data-parallel rank's
- * shard of the optimizer, ZeRO-1 style); grad_norm must be the global norm (>= 0). Every rank
- * calls it once per step, so the step count advances as in tupe_adamw_step. */
+/* The same update restricted to elements [lo, hi) of the flat buffers; grad_norm must be the
+ * global norm (>= 0). Each call counts as a step (the bias correction's t advances). */
 void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi);
 
 #endif

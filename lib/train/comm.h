@@ -3,13 +3,25 @@
  *
  *   mpirun / mpiexec (Open MPI)   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, ..._LOCAL_RANK
  *   srun (Slurm)                  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
- *   torchrun-style environment    RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+ *   torchrun-style environment    RANK, WORLD_SIZE, LOCAL_RANK
  *
- * On CPU the collectives are MPI's (a build with MPI=1); with no launcher (or a world of one)
- * everything is local and no MPI call is made. The sum of a device buffer may instead run on
- * the GPUs through NCCL (tupe_comm_allreduce_dev). Only this module and the CUDA backend know
- * that MPI and NCCL exist.
- * Collectives are deterministic for a given world size: the same inputs give the same bits. */
+ * How the ranks meet: under mpirun, through MPI (a build with MPI=1); otherwise at rank 0's
+ * address, MASTER_ADDR and MASTER_PORT (29500 if unset), or through a file on a shared file
+ * system named by TUPE_RENDEZVOUS_FILE, where rank 0 writes its address
+ * (train/rendezvous.h) -- no MPI needed, so that srun or a plain `for` loop of processes can
+ * start a job. srun without either uses MPI when the build has it. With no launcher (or a
+ * world of one) everything is local.
+ *
+ * Host collectives (small values, and gradients on the CPU) go through MPI or through rank 0
+ * over TCP; gradients on GPUs through NCCL (the tupe_comm_dev_* functions). Ranks watch each
+ * other (train/rendezvous.h, also under MPI unless TUPE_COMM_WATCH=0): a rank that exits, is
+ * killed, fails or falls silent ends every other rank's waits with a message that names it,
+ * and no wait lasts more than TUPE_COMM_TIMEOUT seconds (600) without progress. Only this
+ * module and the CUDA backend know that MPI and NCCL exist.
+ *
+ * Collectives are deterministic: the same inputs give the same bits on every rank and run;
+ * sums add the ranks in rank order, and the gradient sums of tupe_comm_dev_reduce in the order
+ * of tupe_tree_sum_f (backend/pointwise.h), which does not depend on the number of ranks. */
 #ifndef TUPE_COMM_H
 #define TUPE_COMM_H
 
@@ -21,14 +33,17 @@
 
 typedef struct tupe_comm tupe_comm;
 
-/* Detect the launcher and join the job. A world larger than one without MPI support in this
- * build is an error that says how to rebuild. */
+/* Detect the launcher and join the job. */
 int tupe_comm_init(tupe_comm **c, tupe_err *e);
+/* The end: with every rank (a barrier) unless tupe_comm_abort was called. */
 void tupe_comm_finalize(tupe_comm *c);
+/* This rank stops with an error: the other ranks are told `why` and stop waiting for it, and
+ * this rank's GPU collectives are aborted. Then tupe_comm_finalize. */
+void tupe_comm_abort(tupe_comm *c, const char *why);
 
 int tupe_comm_rank(const tupe_comm *c);
 int tupe_comm_world(const tupe_comm *c);
-/* "single", "mpi" */
+/* "single", "mpi", "tcp" */
 const char *tupe_comm_backend(const tupe_comm *c);
 /* Where the rank numbers came from: "none", "mpirun", "srun", "env". */
 const char *tupe_comm_launcher(const tupe_comm *c);
@@ -44,11 +59,33 @@ int tupe_comm_allmax_i32(tupe_comm *c, int32_t *buf, size_t n, tupe_err *e);
 int tupe_comm_reduce_scatter_f32(tupe_comm *c, const float *in, float *out, size_t shard, tupe_err *e);
 int tupe_comm_allgather_f32(tupe_comm *c, const float *shard_in, float *all, size_t shard, tupe_err *e);
 int tupe_comm_bcast(tupe_comm *c, void *buf, size_t bytes, int root, tupe_err *e);
-/* In-place sum over all ranks of n real elements on be's device (the gradients). On a CUDA
- * backend with TUPE_NCCL=1, through NCCL on the GPUs (set up at the first call: rank 0's id
- * goes to every rank through tupe_comm_bcast); else through fp32 host copies and the
- * collectives above. */
-int tupe_comm_allreduce_dev(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);
 int tupe_comm_barrier(tupe_comm *c, tupe_err *e);
+
+/* Every rank says what it believes about `what` (text: lines "key value"); when a rank's text
+ * differs from rank 0's, every rank fails alike (TUPE_EUSAGE) with "ranks disagree on WHAT:"
+ * and the first rank's first differing line against rank 0's. */
+int tupe_comm_agree(tupe_comm *c, const char *what, const char *text, tupe_err *e);
+/* This rank's progress (its step), for the messages about ranks that fall behind. */
+void tupe_comm_progress(tupe_comm *c, int64_t step);
+
+/* ---- gradients on be's device (train/gradsync.h) ---------------------------------------- */
+
+/* Chooses how device buffers travel: NCCL between GPUs (a CUDA backend, unless TUPE_NCCL=0;
+ * rank 0's id goes to every rank through the host collectives), or host copies and the host
+ * collectives. Every rank must call it, with its backend. */
+int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e);
+/* "nccl", "host", or "none" (one rank, or before tupe_comm_dev_open). */
+const char *tupe_comm_dev_path(const tupe_comm *c);
+/* buf holds world pieces of `piece` reals. This rank's piece becomes the sum over the ranks of
+ * theirs, added in tupe_tree_sum_f's order and rounded as the real type is (the other pieces
+ * of buf are left undefined). On NCCL it runs after the work queued so far and overlaps what
+ * follows; tupe_comm_dev_join orders the later work after it. */
+int tupe_comm_dev_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e);
+/* buf holds world pieces of `piece` elements, real (wide = 0) or wide: every rank's own piece
+ * to every rank (an all-gather), ordered as tupe_comm_dev_reduce is. */
+int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,
+                         tupe_err *e);
+/* The backend's later work waits for the collectives queued so far. */
+int tupe_comm_dev_join(tupe_comm *c, tupe_backend *be, tupe_err *e);
 
 #endif

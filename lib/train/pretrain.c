@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/pointwise.h"
 #include "base/checksum.h"
 #include "base/fault.h"
 #include "base/fileio.h"
@@ -15,6 +16,7 @@
 #include "data/shardread.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "train/gradsync.h"
 #include "train/masking.h"
 #include "train/rundir.h"
 
@@ -40,6 +42,8 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o)
     o->save_every = 10000;
     o->keep_last = 3;
     o->prefetch = 2;
+    o->zero = 1;
+    o->bucket_mb = 25;
 }
 
 /* ---- checkpoints of a run ----------------------------------------------------------------- */
@@ -68,7 +72,7 @@ typedef struct run {
     /* the sequences of one step on this rank (row i = sequence i) */
     int32_t *ids, *lengths, *mcount, *mpos, *mlab;
     /* one micro-batch, packed for the model */
-    int32_t *b_ids, *b_pos, *b_lab;
+    int32_t *b_ids, *b_pos, *b_lab, *b_len;
     uint32_t *seq;
 } run;
 
@@ -83,9 +87,10 @@ static int alloc_buffers(run *r, int nseq, tupe_err *e)
     r->b_ids = malloc(nb * sizeof *r->b_ids);
     r->b_pos = malloc(nb * sizeof *r->b_pos);
     r->b_lab = malloc(nb * sizeof *r->b_lab);
+    r->b_len = malloc((size_t)r->mb * sizeof *r->b_len);
     r->seq = malloc(r->seq_len * sizeof *r->seq);
     if (!r->ids || !r->mpos || !r->mlab || !r->lengths || !r->mcount || !r->b_ids || !r->b_pos ||
-        !r->b_lab || !r->seq)
+        !r->b_lab || !r->b_len || !r->seq)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     return 0;
 }
@@ -93,7 +98,7 @@ static int alloc_buffers(run *r, int nseq, tupe_err *e)
 static void free_run(run *r)
 {
     free(r->ids), free(r->mpos), free(r->mlab), free(r->lengths), free(r->mcount);
-    free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->seq), free(r->rand_ids);
+    free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->b_len), free(r->seq), free(r->rand_ids);
     tupe_model_free(r->m);
     r->m = NULL;
 }
@@ -151,19 +156,22 @@ static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64
     return got;
 }
 
-/* Pack rows [first, first + n) into a model batch padded to the longest of them. */
-static void make_batch(run *r, int first, int n, tupe_batch *b)
+/* Pack rows first, first + stride, ... (n of them) into a model batch padded to the longest of
+ * them. */
+static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
 {
     int T = 1;
-    for (int i = 0; i < n; i++)
-        T = r->lengths[first + i] > T ? r->lengths[first + i] : T;
+    for (int i = 0; i < n; i++) {
+        r->b_len[i] = r->lengths[first + i * stride];
+        T = r->b_len[i] > T ? r->b_len[i] : T;
+    }
     int M = 0;
     for (int i = 0; i < n; i++) {
-        const int32_t *src = r->ids + (size_t)(first + i) * r->seq_len;
-        memcpy(r->b_ids + (size_t)i * (size_t)T, src, (size_t)T * sizeof *src);
-        const int32_t *mp = r->mpos + (size_t)(first + i) * r->seq_len;
-        const int32_t *ml = r->mlab + (size_t)(first + i) * r->seq_len;
-        for (int k = 0; k < r->mcount[first + i]; k++) {
+        size_t row = (size_t)(first + i * stride);
+        memcpy(r->b_ids + (size_t)i * (size_t)T, r->ids + row * r->seq_len, (size_t)T * sizeof *r->ids);
+        const int32_t *mp = r->mpos + row * r->seq_len;
+        const int32_t *ml = r->mlab + row * r->seq_len;
+        for (int k = 0; k < r->mcount[row]; k++) {
             r->b_pos[M] = i * T + mp[k];
             r->b_lab[M++] = ml[k];
         }
@@ -172,7 +180,7 @@ static void make_batch(run *r, int first, int n, tupe_batch *b)
     b->B = n;
     b->T = T;
     b->ids = r->b_ids;
-    b->lengths = r->lengths + first;
+    b->lengths = r->b_len;
     b->M = M;
     b->mask_pos = r->b_pos;
     b->mask_label = r->b_lab;
@@ -219,7 +227,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
         if (got == 0)
             break;
         tupe_batch b;
-        make_batch(r, 0, got, &b);
+        make_batch(r, 0, got, 1, &b);
         if (b.M > 0) {
             tupe_fwd_out out;
             if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e))) {
@@ -342,7 +350,7 @@ static int create_model(run *r, tupe_backend *be, tupe_err *e)
     if (per_seq > (int)r->seq_len)
         per_seq = (int)r->seq_len;
     tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * per_seq};
-    return tupe_model_create(&r->m, &r->cfg, be, &cap, e);
+    return tupe_model_create_padded(&r->m, &r->cfg, be, &cap, tupe_gradsync_flat_multiple(r->world), e);
 }
 
 /* ---- the training state stored with a checkpoint ------------------------------------------- */
@@ -437,6 +445,8 @@ typedef struct trainer {
     run r;
     tupe_shardr *rd;             /* the training split */
     tupe_adamw *opt;
+    tupe_gradsync *gs;           /* the gradient's sums over micro-batches and ranks */
+    double *mloss;               /* the summed loss of each micro-batch of a step, all ranks' */
     tupe_rundir *dir;            /* rank 0's run directory while it is written */
     tupe_schedule sched;
     tstate st;
@@ -504,11 +514,22 @@ static int open_data(trainer *t, tupe_err *e)
 
 static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
 {
+    const tupe_pretrain_opts *o = t->r.o;
     int rc;
     if ((rc = resolve_config(&t->r, t->resume_from[0] ? t->resume_from : NULL, e)) ||
         (rc = mask_setup(&t->r, e)) || (rc = alloc_buffers(&t->r, t->per_rank, e)) ||
-        (rc = create_model(&t->r, be, e)) || (rc = tupe_adamw_create(&t->opt, t->r.m, &t->r.o->adam, e)))
+        (rc = create_model(&t->r, be, e)) || (rc = tupe_comm_dev_open(t->r.comm, be, e)))
         return rc;
+    tupe_gradsync_opts go = {t->per_rank / t->r.mb, o->zero, (size_t)(o->bucket_mb * (1 << 20))};
+    size_t nranges;
+    if ((rc = tupe_gradsync_create(&t->gs, t->r.m, t->r.comm, &go, e)))
+        return rc;
+    const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
+    if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
+        return rc;
+    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world, sizeof *t->mloss);
+    if (!t->mloss)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
     t->st = st;
     return 0;
@@ -558,6 +579,68 @@ static int load_weights(trainer *t, tupe_err *e)
         t->res->complete = 1;
     }
     return 0;
+}
+
+/* Every rank must run the same job: the same options, data, vocabulary, starting weights and
+ * kind of device; the first difference stops every rank with a message naming it. */
+static int agree(trainer *t, tupe_err *e)
+{
+    const run *r = &t->r;
+    if (r->world == 1)
+        return 0;
+    const tupe_pretrain_opts *o = r->o;
+    const tupe_adamw_cfg *a = &o->adam;
+    char txt[4096];
+    int n = snprintf(txt, sizeof txt,
+                     "--model %s\n--position %s\n--untie-cls %d\n--dropout %.17g\n"
+                     "--attention-dropout %.17g\n--checkpoint %s\n--steps %lld\n--warmup %lld\n"
+                     "--batch %d\n--micro-batch %d\n--lr %.17g\n--end-lr %.17g\n--power %.17g\n"
+                     "--beta1 %.17g\n--beta2 %.17g\n--adam-eps %.17g\n--weight-decay %.17g\n"
+                     "--clip %.17g\n--no-decay-ln-bias %d\n--seed %llu\n--mask-prob %.17g\n"
+                     "--log-every %lld\n--eval-every %lld\n--eval-sequences %lld\n"
+                     "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
+                     "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n",
+                     o->model ? o->model : "(default)", o->position ? o->position : "(default)",
+                     o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
+                     (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
+                     o->power, a->beta1, a->beta2, a->eps, a->weight_decay, a->clip,
+                     a->exclude_ln_bias, (unsigned long long)o->seed, o->mask_prob,
+                     (long long)o->log_every, (long long)o->eval_every,
+                     (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
+                     o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
+                     o->bucket_mb);
+    for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
+        n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
+    int rc = tupe_comm_agree(r->comm, "the options", txt, e);
+    if (rc)
+        return rc;
+    char h[24];
+    tupe_hash_hex(data_identity(r->meta), h);
+    snprintf(txt, sizeof txt, "%llu training sequences of %u tokens (shards' identity %s)\n",
+             (unsigned long long)t->nseq, r->seq_len, h);
+    if ((rc = tupe_comm_agree(r->comm, "the data (--data)", txt, e)))
+        return rc;
+    tupe_hash_hex(r->meta->vocab_hash, h);
+    snprintf(txt, sizeof txt, "vocabulary of %u tokens (hash %s)\n", r->meta->vocab_size, h);
+    if ((rc = tupe_comm_agree(r->comm, "the vocabulary", txt, e)))
+        return rc;
+    const char *base = strrchr(t->resume_from, '/');
+    snprintf(txt, sizeof txt, "%.200s\n", !t->resume_from[0] ? "no checkpoint to resume from"
+                                         : base ? base + 1 : t->resume_from);
+    if ((rc = tupe_comm_agree(r->comm, "the checkpoint to resume (is -o on a file system every "
+                              "rank sees?)", txt, e)))
+        return rc;
+    /* the weights themselves, whatever they come from */
+    size_t total = tupe_model_layout(r->m)->total;
+    float *w = malloc(total * sizeof *w);
+    if (!w)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    tupe_model_params_get(r->m, w);
+    tupe_hash_hex(tupe_hash64(w, total * sizeof *w), h);
+    free(w);
+    snprintf(txt, sizeof txt, "starting weights with hash %s on a %s backend\n", h,
+             tupe_model_backend(r->m)->name);
+    return tupe_comm_agree(r->comm, "the starting weights or the device", txt, e);
 }
 
 /* Rank 0 opens the run directory and writes the model's configuration into it. */
@@ -617,12 +700,17 @@ static void announce(const trainer *t)
 static int save(trainer *t, tupe_err *e)
 {
     run *r = &t->r;
-    int rc = 0;
+    /* a sharded optimizer's moments and fp32 weights made whole first (every rank) */
+    float *moments = NULL;
+    int rc = tupe_gradsync_gather_state(t->gs, t->opt, &moments, e);
+    if (rc)
+        return rc;
     if (r->rank == 0) {
         char dir[4096];
         tupe_rundir_checkpoint(dir, sizeof dir, r->o->out, t->st.step);
         char *js = state_json(&t->st, r);
-        rc = js ? tupe_ckpt_save(dir, r->m, t->opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
+        rc = js ? tupe_ckpt_save_moments(dir, r->m, t->opt, moments, js, e)
+                : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
         if (!rc) {
             snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", dir);
@@ -639,6 +727,7 @@ static int save(trainer *t, tupe_err *e)
                          (long long)t->st.step);
     if (!rc)
         t->saved_at = t->st.step;
+    free(moments);
     return rc;
 }
 
@@ -667,29 +756,34 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
     if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
         return rc;
-    tupe_model_zero_grad(r->m);
-    double sums[2] = {0, 0};
-    for (int k = 0; k < t->per_rank / r->mb; k++) {
+    /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
+     * micro-batch j = rank + mi * world (gradsync.h), whatever the number of ranks */
+    int k = t->per_rank / r->mb, n = k * r->world;
+    memset(t->mloss, 0, (size_t)n * sizeof *t->mloss);
+    for (int i = 0; i < k; i++) {
+        int mi = tupe_gradsync_order(t->gs, i), j = r->rank + mi * r->world;
         tupe_batch b;
-        make_batch(r, k * r->mb, r->mb, &b);
+        make_batch(r, mi, r->mb, k, &b);
         b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
-        b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)r->rank * (uint64_t)t->per_rank +
-                          (uint64_t)k * (uint64_t)r->mb;
-        if (b.M == 0)
-            continue; /* nothing masked in this micro-batch: no gradient */
-        tupe_step ts = {o->seed, (uint32_t)step};
-        tupe_fwd_out fo;
-        if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
+        b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)j * (uint64_t)r->mb;
+        if ((rc = tupe_gradsync_begin(t->gs, i, e)))
             return rc;
-        sums[0] += fo.loss_sum;
-        sums[1] += (double)fo.correct;
+        if (b.M > 0) { /* else nothing masked: no gradient */
+            tupe_step ts = {o->seed, (uint32_t)step};
+            tupe_fwd_out fo;
+            if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
+                return rc;
+            t->mloss[j] = fo.loss_sum;
+        }
+        if ((rc = tupe_gradsync_end(t->gs, i, e)))
+            return rc;
     }
-    if ((rc = tupe_comm_allreduce_dev(r->comm, tupe_model_backend(r->m), tupe_model_grads(r->m),
-                                      tupe_model_layout(r->m)->total, e)) ||
-        (rc = tupe_comm_allreduce_f64(r->comm, sums, 2, e)))
+    /* the micro-batches' losses: each from one rank, then added by the gradient's tree */
+    if ((rc = tupe_gradsync_finish(t->gs, norm, e)) ||
+        (rc = tupe_comm_allreduce_f64(r->comm, t->mloss, (size_t)n, e)))
         return rc;
-    *loss = counts[0] ? sums[0] / (double)counts[0] : 0;
-    *norm = tupe_grad_norm(r->m);
+    double loss_sum = tupe_tree_sum_d(t->mloss, n);
+    *loss = counts[0] ? loss_sum / (double)counts[0] : 0;
     if (tupe_fault_hit("trainer.nonfinite"))
         *loss = NAN; /* fault injection for the tests of the non-finite handling */
     if (!isfinite(*loss) || !isfinite(*norm)) {
@@ -703,8 +797,11 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
             (long long)step, (long long)t->st.skipped);
     } else {
         tupe_adamw_step(t->opt, tupe_lr_at(&t->sched, step), *norm);
+        if ((rc = tupe_gradsync_share(t->gs, e)))
+            return rc;
     }
     t->st.step = step;
+    tupe_comm_progress(r->comm, step);
     t->st.tokens += (int64_t)counts[1];
     t->res->step = step;
     t->res->last_loss = *loss;
@@ -851,8 +948,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     t->sched = sched;
     int rc;
     if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&
-        !(rc = build_model(t, be, e)) && !(rc = load_weights(t, e)) && !res->complete &&
-        !(rc = start_run_dir(t, e))) {
+        !(rc = build_model(t, be, e)) && !(rc = load_weights(t, e)) && !(rc = agree(t, e)) &&
+        !res->complete && !(rc = start_run_dir(t, e))) {
         announce(t);
         rc = train(t, stop, e);
     }
@@ -861,8 +958,10 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         *e = end_err;
         rc = e->code;
     }
+    tupe_gradsync_free(t->gs);
     tupe_adamw_free(t->opt);
     tupe_shardr_close(t->rd);
+    free(t->mloss);
     free_run(&t->r);
     free(t);
     return rc;

@@ -1,0 +1,74 @@
+/* The gradient of a data-parallel step: summed over micro-batches and ranks in one fixed order,
+ * sent in buckets while the backward pass still runs, the optimizer sharded over the ranks
+ * (ZeRO-1) or not, and its global norm.
+ *
+ * Order. The global batch is cut into n micro-batches, rank r of W holding those numbered
+ * j = r, r + W, ...; each micro-batch's gradient is computed alone (into a buffer of its own),
+ * and the n of them are added by the tree of tupe_tree_sum_f (backend/pointwise.h): each rank
+ * adds its own by that tree (computing them in the order that needs the fewest buffers, post-
+ * order: 0 4 2 6 1 5 3 7 for eight), then the ranks' sums are added by the same tree. With W a
+ * power of two this is exactly the sum one process computes, so the weights do not depend on
+ * the number of ranks, bit for bit (fp32 and bf16 alike).
+ *
+ * Buckets. The flat gradient buffer is cut at layer boundaries into buckets of about
+ * bucket_bytes; as the backward pass finishes each (it goes from the heads down to the
+ * embeddings, model.h's grad-ready calls), the bucket's last micro-batch sums are added and it
+ * is sent (tupe_comm_dev_reduce: on GPUs an all-to-all and a tree-sum kernel on a second
+ * stream, while the compute stream goes on with the layers below). Only the last
+ * micro-batch of a step communicates. Every rank ends with its piece (1/W of each bucket) of
+ * the summed gradient; without sharding, the pieces are then gathered, so that every rank
+ * updates everything alike; with ZeRO-1, each rank updates the parameters, fp32 master and
+ * moments of its pieces only, and the parameters are gathered after the update.
+ *
+ * Norm. The squares are summed per run of TUPE_GRADSYNC_RUN elements (backend sumsq_parts),
+ * the runs' sums added in order: the same on one rank or many, sharded or not. */
+#ifndef TUPE_GRADSYNC_H
+#define TUPE_GRADSYNC_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "train/comm.h"
+
+#define TUPE_GRADSYNC_RUN 4096
+
+typedef struct tupe_gradsync tupe_gradsync;
+
+typedef struct tupe_gradsync_opts {
+    int micro;                   /* micro-batches per rank per step */
+    int zero;                    /* shard the optimizer (ZeRO-1) */
+    size_t bucket_bytes;         /* a bucket's size, about (0: 25 MiB) */
+} tupe_gradsync_opts;
+
+/* The multiple the model's flat buffers need (tupe_capacity.flat_multiple): buckets and their
+ * pieces are whole runs. */
+size_t tupe_gradsync_flat_multiple(int world);
+
+/* For model m (made with that flat_multiple) on comm c, after tupe_comm_dev_open. */
+int tupe_gradsync_create(tupe_gradsync **g, tupe_model *m, tupe_comm *c,
+                         const tupe_gradsync_opts *o, tupe_err *e);
+void tupe_gradsync_free(tupe_gradsync *g);
+/* The elements this rank updates, as ranges [r[2i], r[2i+1]) (its pieces under ZeRO-1, else
+ * everything): for tupe_adamw_create_ranges. */
+const size_t *tupe_gradsync_ranges(const tupe_gradsync *g, size_t *nranges);
+int tupe_gradsync_buckets(const tupe_gradsync *g);
+
+/* A step: for i = 0 .. micro-1, the micro-batch numbered tupe_gradsync_order(g, i) of this
+ * rank: tupe_gradsync_begin, its backward pass (or none, when it has nothing to learn from:
+ * its gradient is zero), tupe_gradsync_end. Then tupe_gradsync_finish: the summed gradient
+ * (this rank's pieces of it under ZeRO-1) is in tupe_model_grads, and *norm its norm; then
+ * the optimizer; then tupe_gradsync_share. */
+int tupe_gradsync_order(const tupe_gradsync *g, int i);
+int tupe_gradsync_begin(tupe_gradsync *g, int i, tupe_err *e);
+int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e);
+int tupe_gradsync_finish(tupe_gradsync *g, double *norm, tupe_err *e);
+int tupe_gradsync_share(tupe_gradsync *g, tupe_err *e);
+
+/* Under ZeRO-1, before a checkpoint: the fp32 master weights made whole on every rank, and
+ * *moments (malloc'd: exp_avg then exp_avg_sq, the layout's total floats each) the whole
+ * moments of optimizer o. NULL *moments without sharding (the optimizer has them all). */
+int tupe_gradsync_gather_state(tupe_gradsync *g, tupe_adamw *o, float **moments, tupe_err *e);
+
+#endif

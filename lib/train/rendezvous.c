@@ -1,0 +1,812 @@
+#include "train/rendezvous.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/byteorder.h"
+#include "base/fileio.h"
+#include "base/progress.h"
+
+/* Frames: a 16-byte header (type, sender's rank, payload length; little-endian) and the
+ * payload. */
+#define PROTO 0x45505554u /* "TUPE" */
+#define PROTO_VERSION 1
+enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_BEAT, F_TABLE, F_ABORT, F_BYE };
+enum { K_DATA = 0, K_CONTROL = 1 };
+#define HDR 16
+#define HELLO_BYTES 24
+#define TEXT_MAX 600
+
+struct tupe_rdzv {
+    int rank, world;
+    double timeout, beat;
+    uint64_t job;
+    char where[300];
+    char file[4096];             /* rank 0's rendezvous file, removed at the end */
+    int lfd;                     /* rank 0's listening socket */
+    int *data, *ctl;             /* rank 0: one per rank (index 0 unused); others: [0] */
+    pthread_t th;
+    int th_running;
+    int wake[2];                 /* a byte here stops the watching thread */
+    pthread_mutex_t mu;          /* what follows, and writes on the control connections */
+    int failed;
+    char fail[TEXT_MAX];
+    tupe_rdzv_fail_fn fn;
+    void *fn_ctx;
+    int64_t step;
+    int64_t *steps;              /* as last heard, per rank */
+    double *heard;               /* rank 0: when each rank was last heard; others: [0] */
+    int *bye;                    /* rank 0: the goodbyes received */
+    volatile int closing;
+};
+
+/* ---- sockets -------------------------------------------------------------------------------- */
+
+static void hdr_put(unsigned char *h, uint32_t type, int rank, uint64_t len)
+{
+    tupe_put32le(h, type);
+    tupe_put32le(h + 4, (uint32_t)rank);
+    tupe_put64le(h + 8, len);
+}
+
+/* Blocking send of everything (no SIGPIPE: a closed peer is an error here). */
+static int send_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int send_frame(int fd, uint32_t type, int rank, const void *payload, size_t len)
+{
+    unsigned char h[HDR];
+    hdr_put(h, type, rank, len);
+    return send_all(fd, h, HDR) || (len && send_all(fd, payload, len)) ? -1 : 0;
+}
+
+/* Moves n bytes through fd (sending or receiving) while watching for a failure and for
+ * `timeout` seconds without progress; `peer` names the other end for the messages. */
+static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *peer, tupe_err *e)
+{
+    char *p = buf;
+    double last = tupe_now();
+    while (n > 0) {
+        if (z) {
+            pthread_mutex_lock(&z->mu);
+            int failed = z->failed;
+            char why[TEXT_MAX];
+            snprintf(why, sizeof why, "%s", z->fail);
+            pthread_mutex_unlock(&z->mu);
+            if (failed)
+                return tupe_fail(e, TUPE_EFAIL, "%s", why);
+        }
+        struct pollfd pf = {fd, (short)(out ? POLLOUT : POLLIN), 0};
+        int r = poll(&pf, 1, 100);
+        if (r < 0 && errno != EINTR)
+            return tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: poll");
+        if (r <= 0) {
+            double t = z ? z->timeout : 30;
+            if (tupe_now() - last > t) {
+                char behind[300] = "";
+                if (z)
+                    tupe_rdzv_behind(z, behind, sizeof behind);
+                return tupe_fail(e, TUPE_EFAIL, "no word from %s for %.0f s (TUPE_COMM_TIMEOUT)%s%s",
+                                 peer, t, behind[0] ? "; " : "", behind);
+            }
+            continue;
+        }
+        ssize_t k = out ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (k <= 0) {
+            if (z) { /* the watching thread may know why */
+                struct timespec ts = {0, 300 * 1000000L};
+                nanosleep(&ts, NULL);
+                pthread_mutex_lock(&z->mu);
+                int failed = z->failed;
+                char why[TEXT_MAX];
+                snprintf(why, sizeof why, "%s", z->fail);
+                pthread_mutex_unlock(&z->mu);
+                if (failed)
+                    return tupe_fail(e, TUPE_EFAIL, "%s", why);
+            }
+            return tupe_fail(e, TUPE_EFAIL, "the connection to %s closed (it exited?)", peer);
+        }
+        p += k;
+        n -= (size_t)k;
+        last = tupe_now();
+    }
+    return 0;
+}
+
+/* One frame's header from fd, and its payload into buf (cap bytes; a longer one is an error). */
+static int recv_frame(tupe_rdzv *z, int fd, uint32_t *type, int *rank, void *buf, size_t cap,
+                      size_t *len, const char *peer, tupe_err *e)
+{
+    unsigned char h[HDR];
+    int rc = move(z, fd, h, HDR, 0, peer, e);
+    if (rc)
+        return rc;
+    *type = tupe_get32le(h);
+    *rank = (int)tupe_get32le(h + 4);
+    uint64_t n = tupe_get64le(h + 8);
+    if (n > cap)
+        return tupe_fail(e, TUPE_EFAIL, "%s sent %llu bytes where at most %zu were expected (ranks "
+                         "that disagree on what comes next?)", peer, (unsigned long long)n, cap);
+    *len = (size_t)n;
+    return n ? move(z, fd, buf, (size_t)n, 0, peer, e) : 0;
+}
+
+static void nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ---- failures --------------------------------------------------------------------------------- */
+
+/* The first failure wins: kept, told to the other ranks (by rank 0), given to fn. */
+static void failure(tupe_rdzv *z, const char *why)
+{
+    pthread_mutex_lock(&z->mu);
+    if (z->failed || z->closing) {
+        pthread_mutex_unlock(&z->mu);
+        return;
+    }
+    z->failed = 1;
+    snprintf(z->fail, sizeof z->fail, "%s", why);
+    tupe_rdzv_fail_fn fn = z->fn;
+    void *ctx = z->fn_ctx;
+    if (z->rank == 0)
+        for (int k = 1; k < z->world; k++)
+            if (z->ctl[k] >= 0)
+                send_frame(z->ctl[k], F_ABORT, 0, why, strlen(why));
+    pthread_mutex_unlock(&z->mu);
+    if (fn)
+        fn(ctx, why);
+}
+
+static void lost(tupe_rdzv *z, int k)
+{
+    int *fd = z->rank == 0 ? &z->ctl[k] : &z->ctl[0];
+    int said_bye = z->rank == 0 && z->bye[k];
+    pthread_mutex_lock(&z->mu);
+    close(*fd);
+    *fd = -1;
+    pthread_mutex_unlock(&z->mu);
+    if (said_bye || z->closing)
+        return;
+    char why[200];
+    snprintf(why, sizeof why, "rank %d exited or was killed (its connection %s closed without a "
+             "goodbye)", k, z->rank == 0 ? "to rank 0" : "from this rank");
+    failure(z, why);
+}
+
+/* ---- the watching thread ------------------------------------------------------------------ */
+
+static void beat(tupe_rdzv *z)
+{
+    unsigned char b[8];
+    pthread_mutex_lock(&z->mu);
+    if (z->rank != 0) {
+        tupe_put64le(b, (uint64_t)z->step);
+        if (z->ctl[0] >= 0)
+            send_frame(z->ctl[0], F_BEAT, z->rank, b, 8);
+    } else {
+        z->steps[0] = z->step;
+        unsigned char *t = malloc((size_t)z->world * 8);
+        if (t) {
+            for (int k = 0; k < z->world; k++)
+                tupe_put64le(t + 8 * k, (uint64_t)z->steps[k]);
+            for (int k = 1; k < z->world; k++)
+                if (z->ctl[k] >= 0)
+                    send_frame(z->ctl[k], F_TABLE, 0, t, (size_t)z->world * 8);
+            free(t);
+        }
+    }
+    pthread_mutex_unlock(&z->mu);
+}
+
+static void *watch(void *arg)
+{
+    tupe_rdzv *z = arg;
+    int n = z->rank == 0 ? z->world : 2;
+    struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+    int *who = calloc((size_t)n, sizeof *who);
+    size_t cap = 16 + (size_t)z->world * 8 + TEXT_MAX;
+    unsigned char *buf = malloc(cap);
+    if (!pf || !who || !buf) {
+        free(pf), free(who), free(buf);
+        failure(z, "rendezvous: out of memory");
+        return NULL;
+    }
+    double next = 0;
+    for (;;) {
+        int m = 0;
+        pf[m++] = (struct pollfd){z->wake[0], POLLIN, 0};
+        for (int k = 0; k < (z->rank == 0 ? z->world : 1); k++)
+            if ((z->rank != 0 || k > 0) && z->ctl[k] >= 0) {
+                who[m] = z->rank == 0 ? k : 0;
+                pf[m++] = (struct pollfd){z->ctl[k], POLLIN, 0};
+            }
+        int r = poll(pf, (nfds_t)m, 200);
+        if (r > 0 && (pf[0].revents & POLLIN))
+            break;
+        double now = tupe_now();
+        for (int i = 1; r > 0 && i < m; i++) {
+            if (!pf[i].revents)
+                continue;
+            int k = who[i];
+            uint32_t type;
+            int from;
+            size_t len;
+            tupe_err e;
+            if (recv_frame(NULL, pf[i].fd, &type, &from, buf, cap - 1, &len, "a rank", &e)) {
+                lost(z, k);
+                continue;
+            }
+            buf[len] = 0;
+            pthread_mutex_lock(&z->mu);
+            z->heard[z->rank == 0 ? k : 0] = now;
+            if (type == F_BEAT && z->rank == 0 && len == 8)
+                z->steps[k] = (int64_t)tupe_get64le(buf);
+            else if (type == F_TABLE && z->rank != 0 && len == (size_t)z->world * 8)
+                for (int q = 0; q < z->world; q++)
+                    if (q != z->rank)
+                        z->steps[q] = (int64_t)tupe_get64le(buf + 8 * q);
+            if (type == F_BYE && z->rank == 0)
+                z->bye[k] = 1;
+            pthread_mutex_unlock(&z->mu);
+            if (type == F_ABORT)
+                failure(z, (const char *)buf);
+        }
+        if (now >= next) {
+            next = now + z->beat;
+            beat(z);
+            for (int k = z->rank == 0 ? 1 : 0; k < (z->rank == 0 ? z->world : 1); k++) {
+                pthread_mutex_lock(&z->mu);
+                int silent = z->ctl[k] >= 0 && !(z->rank == 0 && z->bye[k]) &&
+                             now - z->heard[k] > z->timeout;
+                pthread_mutex_unlock(&z->mu);
+                if (silent) {
+                    char why[200];
+                    snprintf(why, sizeof why, "rank %d stopped responding: not a word from it "
+                             "for %.0f s (TUPE_COMM_TIMEOUT; stopped, or its machine gone?)",
+                             z->rank == 0 ? k : 0, z->timeout);
+                    failure(z, why);
+                }
+            }
+        }
+    }
+    free(pf), free(who), free(buf);
+    return NULL;
+}
+
+/* ---- meeting ------------------------------------------------------------------------------ */
+
+static void hello_put(unsigned char *h, const tupe_rdzv *z, int kind)
+{
+    tupe_put32le(h, PROTO);
+    tupe_put32le(h + 4, PROTO_VERSION);
+    tupe_put32le(h + 8, (uint32_t)z->rank);
+    tupe_put32le(h + 12, (uint32_t)z->world);
+    tupe_put32le(h + 16, (uint32_t)kind);
+    tupe_put32le(h + 20, (uint32_t)(z->job ^ (z->job >> 32)));
+}
+
+static int listen_on(tupe_rdzv *z, int port, tupe_err *e)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(NULL, ps, &hints, &res);
+    if (g)
+        return tupe_fail(e, TUPE_EFAIL, "rendezvous: port %d: %s", port, gai_strerror(g));
+    int err = 0;
+    /* IPv6 first where it also takes IPv4 */
+    for (int pass = 0; pass < 2 && z->lfd < 0; pass++)
+        for (struct addrinfo *a = res; a && z->lfd < 0; a = a->ai_next) {
+            if ((pass == 0) != (a->ai_family == AF_INET6))
+                continue;
+            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+            if (fd < 0)
+                continue;
+            int one = 1, zero = 0;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (a->ai_family == AF_INET6)
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+            if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 256) == 0)
+                z->lfd = fd;
+            else {
+                err = errno;
+                close(fd);
+            }
+        }
+    freeaddrinfo(res);
+    if (z->lfd < 0)
+        return tupe_fail_errno(e, TUPE_EFAIL, err, "rendezvous: rank 0 cannot listen on port %d%s",
+                               port, err == EADDRINUSE ? " (another job there? choose another "
+                               "MASTER_PORT)" : "");
+    return 0;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return -1;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void refuse_all(tupe_rdzv *z, const char *why)
+{
+    for (int k = 1; k < z->world; k++)
+        if (z->data[k] >= 0)
+            send_frame(z->data[k], F_REFUSE, 0, why, strlen(why));
+}
+
+/* Rank 0: every other rank's two connections, or an error naming who did not come. */
+static int accept_all(tupe_rdzv *z, tupe_err *e)
+{
+    double end = tupe_now() + z->timeout;
+    int have = 0, need = 2 * (z->world - 1), npend = 0;
+    int pend[64];
+    while (have < need) {
+        struct pollfd pf[65];
+        int m = 0;
+        pf[m++] = (struct pollfd){z->lfd, POLLIN, 0};
+        for (int i = 0; i < npend; i++)
+            pf[m++] = (struct pollfd){pend[i], POLLIN, 0};
+        double left = end - tupe_now();
+        if (left <= 0) {
+            char who[300] = "";
+            size_t at = 0;
+            for (int k = 1; k < z->world && at < sizeof who - 16; k++)
+                if (z->data[k] < 0 || z->ctl[k] < 0)
+                    at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", at ? ", " : "", k);
+            int rc = tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank%s %s of %d did not come within "
+                               "%.0f s (TUPE_COMM_TIMEOUT; were they started, with the same "
+                               "MASTER_ADDR/MASTER_PORT or rendezvous file?)", z->where,
+                               strchr(who, ',') ? "s" : "", who, z->world, z->timeout);
+            refuse_all(z, e->msg);
+            for (int i = 0; i < npend; i++)
+                close(pend[i]);
+            return rc;
+        }
+        int r = poll(pf, (nfds_t)m, left < 0.2 ? (int)(left * 1000) + 1 : 200);
+        if (r <= 0)
+            continue;
+        if ((pf[0].revents & POLLIN) && npend < 64) {
+            int fd = accept4(z->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                pend[npend++] = fd;
+        }
+        for (int i = m - 1; i >= 1; i--) {
+            if (!pf[i].revents)
+                continue;
+            int fd = pf[i].fd;
+            pend[i - 1] = pend[--npend];
+            unsigned char h[HDR + HELLO_BYTES];
+            struct timeval tv = {2, 0};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            if (recv(fd, h, sizeof h, MSG_WAITALL) != (ssize_t)sizeof h ||
+                tupe_get32le(h) != F_HELLO || tupe_get32le(h + HDR) != PROTO) {
+                close(fd); /* not one of ours (a port scan, a stale client) */
+                continue;
+            }
+            const unsigned char *p = h + HDR;
+            int rank = (int)tupe_get32le(p + 8), world = (int)tupe_get32le(p + 12);
+            int kind = (int)tupe_get32le(p + 16);
+            uint32_t job = tupe_get32le(p + 20);
+            char why[TEXT_MAX] = "";
+            if (tupe_get32le(p + 4) != PROTO_VERSION)
+                snprintf(why, sizeof why, "rank %d runs another version of tupe's rendezvous "
+                         "(%u, rank 0 %d)", rank, tupe_get32le(p + 4), PROTO_VERSION);
+            else if (job != (uint32_t)(z->job ^ (z->job >> 32))) {
+                const char *no = "rank 0 belongs to another job (TUPE_JOB_ID, SLURM_JOB_ID)";
+                send_frame(fd, F_REFUSE, 0, no, strlen(no));
+                close(fd);
+                continue;
+            } else if (world != z->world)
+                snprintf(why, sizeof why, "ranks disagree on the world size: rank %d was started "
+                         "as one of %d ranks, rank 0 as one of %d", rank, world, z->world);
+            else if (rank < 1 || rank >= z->world)
+                snprintf(why, sizeof why, "a rank %d came to a world of %d", rank, z->world);
+            else if ((kind == K_DATA ? z->data : z->ctl)[rank] >= 0)
+                snprintf(why, sizeof why, "rank %d came twice (two processes were given the same "
+                         "RANK)", rank);
+            if (why[0]) {
+                send_frame(fd, F_REFUSE, 0, why, strlen(why));
+                close(fd);
+                refuse_all(z, why);
+                for (int q = 0; q < npend; q++)
+                    close(pend[q]);
+                return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: %s", z->where, why);
+            }
+            struct timeval zero = {0, 0};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero);
+            nodelay(fd);
+            (kind == K_DATA ? z->data : z->ctl)[rank] = fd;
+            have++;
+        }
+    }
+    for (int k = 1; k < z->world; k++)
+        if (send_frame(z->data[k], F_WELCOME, 0, NULL, 0))
+            return tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank %d left during the handshake",
+                             z->where, k);
+    return 0;
+}
+
+/* One connection to rank 0 at host:port with its hello, or -1. */
+static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, int *err)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int g = getaddrinfo(host, port, &hints, &res);
+    if (g) {
+        *err = -g;
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            *err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return -1;
+    unsigned char h[HDR + HELLO_BYTES];
+    hdr_put(h, F_HELLO, z->rank, HELLO_BYTES);
+    hello_put(h + HDR, z, kind);
+    if (send_all(fd, h, sizeof h)) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    nodelay(fd);
+    return fd;
+}
+
+/* "HOST PORT" (and whatever follows) into host and port. */
+static int parse_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+    char h[256], p[32];
+    if (sscanf(s, "%255s %31s", h, p) != 2)
+        return -1;
+    snprintf(host, hcap, "%s", h);
+    snprintf(port, pcap, "%s", p);
+    return 0;
+}
+
+/* The others: both connections and rank 0's welcome, retrying until the timeout. */
+static int join(tupe_rdzv *z, const char *host0, const char *port0, tupe_err *e)
+{
+    double end = tupe_now() + z->timeout;
+    char host[256] = "", port[32] = "";
+    if (host0) {
+        snprintf(host, sizeof host, "%s", host0);
+        snprintf(port, sizeof port, "%s", port0);
+    }
+    int err = 0;
+    for (int tries = 0;; tries++) {
+        if (z->file[0]) { /* rank 0 (re)writes it when it starts: read it again each time */
+            char *txt = NULL;
+            size_t n = 0;
+            tupe_err fe;
+            if (tupe_read_file(z->file, &txt, &n, 4096, &fe) == 0 &&
+                parse_addr(txt, host, sizeof host, port, sizeof port) == 0)
+                snprintf(z->where, sizeof z->where, "%s:%s", host, port);
+            free(txt);
+        }
+        if (host[0]) {
+            int d = dial(z, host, port, K_DATA, &err);
+            int c = d >= 0 ? dial(z, host, port, K_CONTROL, &err) : -1;
+            if (d >= 0 && c >= 0) {
+                uint32_t type = 0;
+                int from;
+                size_t len = 0;
+                char text[TEXT_MAX];
+                tupe_err re;
+                int rc = recv_frame(NULL, d, &type, &from, text, sizeof text - 1, &len,
+                                    "rank 0", &re);
+                text[rc ? 0 : len] = 0;
+                if (!rc && type == F_WELCOME) {
+                    z->data[0] = d;
+                    z->ctl[0] = c;
+                    return 0;
+                }
+                close(d);
+                close(c);
+                if (!rc && type == F_REFUSE)
+                    return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: rank 0 turned rank %d away: %s",
+                                     z->where, z->rank, text);
+            } else if (d >= 0)
+                close(d);
+        }
+        if (tupe_now() > end)
+            return tupe_fail(e, TUPE_EFAIL, "rendezvous: rank %d could not reach rank 0 at %s within "
+                             "%.0f s (%s; TUPE_COMM_TIMEOUT)", z->rank, host[0] ? z->where : z->file,
+                             z->timeout, !host[0] ? "no address in the rendezvous file yet"
+                             : err < 0 ? gai_strerror(-err) : strerror(err));
+        struct timespec ts = {0, (tries < 10 ? 50 : 200) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
+{
+    *out = NULL;
+    if (o->world < 2 || o->rank < 0 || o->rank >= o->world)
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: rank %d of %d", o->rank, o->world);
+    if (!o->host && !o->file && !o->exchange)
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: no address for rank 0 (MASTER_ADDR and "
+                         "MASTER_PORT, or TUPE_RENDEZVOUS_FILE)");
+    tupe_rdzv *z = calloc(1, sizeof *z);
+    int n = o->world;
+    if (!z || !(z->data = malloc((size_t)n * sizeof *z->data)) ||
+        !(z->ctl = malloc((size_t)n * sizeof *z->ctl)) || !(z->steps = calloc((size_t)n, sizeof *z->steps)) ||
+        !(z->heard = calloc((size_t)n, sizeof *z->heard)) || !(z->bye = calloc((size_t)n, sizeof *z->bye))) {
+        if (z)
+            free(z->data), free(z->ctl), free(z->steps), free(z->heard);
+        free(z);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    pthread_mutex_init(&z->mu, NULL);
+    z->rank = o->rank;
+    z->world = n;
+    z->timeout = o->timeout > 0 ? o->timeout : 600;
+    z->beat = z->timeout / 4 < 1 ? z->timeout / 4 : 1;
+    z->job = o->job;
+    z->lfd = -1;
+    z->wake[0] = z->wake[1] = -1;
+    for (int k = 0; k < n; k++)
+        z->data[k] = z->ctl[k] = -1;
+    if (o->file)
+        snprintf(z->file, sizeof z->file, "%s", o->file);
+    snprintf(z->where, sizeof z->where, "%s:%d", o->host ? o->host : "?", o->port);
+    int rc = 0;
+    if (z->rank == 0) {
+        if ((rc = listen_on(z, o->port, e)) == 0) {
+            char me[256], addr[300];
+            if (gethostname(me, sizeof me) != 0)
+                snprintf(me, sizeof me, "localhost");
+            me[sizeof me - 1] = 0;
+            int port = bound_port(z->lfd);
+            snprintf(addr, sizeof addr, "%s %d\n", me, port);
+            if (o->host)
+                snprintf(z->where, sizeof z->where, "%s:%d", o->host, port);
+            else
+                snprintf(z->where, sizeof z->where, "%s:%d", me, port);
+            if (o->file)
+                rc = tupe_write_file(o->file, addr, strlen(addr), e);
+            else if (o->exchange)
+                rc = o->exchange(o->exchange_ctx, addr, sizeof addr, e);
+            if (!rc)
+                rc = accept_all(z, e);
+        }
+    } else {
+        char addr[300] = "", host[256] = "", port[32] = "";
+        if (o->exchange && !o->host && !o->file) {
+            rc = o->exchange(o->exchange_ctx, addr, sizeof addr, e);
+            if (!rc && parse_addr(addr, host, sizeof host, port, sizeof port))
+                rc = tupe_fail(e, TUPE_EFAIL, "rendezvous: rank 0's address '%s' is not HOST PORT", addr);
+            snprintf(z->where, sizeof z->where, "%s:%s", host, port);
+        } else if (o->host) {
+            snprintf(host, sizeof host, "%s", o->host);
+            snprintf(port, sizeof port, "%d", o->port);
+        }
+        if (!rc)
+            rc = join(z, host[0] ? host : NULL, port, e);
+    }
+    if (!rc && pipe(z->wake) != 0)
+        rc = tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: pipe");
+    if (!rc) {
+        double now = tupe_now();
+        for (int k = 0; k < n; k++)
+            z->heard[k] = now;
+        if (pthread_create(&z->th, NULL, watch, z) != 0)
+            rc = tupe_fail(e, TUPE_EFAIL, "rendezvous: cannot start the watching thread");
+        else
+            z->th_running = 1;
+    }
+    if (rc) {
+        z->closing = 1;
+        tupe_rdzv_close(z);
+        return rc;
+    }
+    *out = z;
+    return 0;
+}
+
+const char *tupe_rdzv_where(const tupe_rdzv *z) { return z->where; }
+
+/* ---- host collectives ------------------------------------------------------------------------- */
+
+static int data_in(tupe_rdzv *z, int fd, void *buf, size_t bytes, int from, tupe_err *e)
+{
+    char peer[32];
+    snprintf(peer, sizeof peer, "rank %d", from);
+    uint32_t type;
+    int who;
+    size_t len;
+    int rc = recv_frame(z, fd, &type, &who, buf, bytes, &len, peer, e);
+    if (rc)
+        return rc;
+    if (type != F_DATA || len != bytes)
+        return tupe_fail(e, TUPE_EFAIL, "rank %d sent %zu bytes where %zu were expected (the ranks "
+                         "disagree on what comes next)", from, len, bytes);
+    return 0;
+}
+
+static int data_out(tupe_rdzv *z, int fd, const void *buf, size_t bytes, int to, tupe_err *e)
+{
+    char peer[32];
+    snprintf(peer, sizeof peer, "rank %d", to);
+    unsigned char h[HDR];
+    hdr_put(h, F_DATA, z->rank, bytes);
+    int rc = move(z, fd, h, HDR, 1, peer, e);
+    return rc ? rc : move(z, fd, (void *)buf, bytes, 1, peer, e);
+}
+
+int tupe_rdzv_gather(tupe_rdzv *z, const void *mine, size_t bytes, void *all, tupe_err *e)
+{
+    if (z->rank != 0)
+        return data_out(z, z->data[0], mine, bytes, 0, e);
+    memmove(all, mine, bytes);
+    for (int k = 1; k < z->world; k++) {
+        int rc = data_in(z, z->data[k], (char *)all + (size_t)k * bytes, bytes, k, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int tupe_rdzv_bcast(tupe_rdzv *z, void *buf, size_t bytes, tupe_err *e)
+{
+    if (z->rank != 0)
+        return data_in(z, z->data[0], buf, bytes, 0, e);
+    for (int k = 1; k < z->world; k++) {
+        int rc = data_out(z, z->data[k], buf, bytes, k, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- liveness ------------------------------------------------------------------------------- */
+
+void tupe_rdzv_on_failure(tupe_rdzv *z, tupe_rdzv_fail_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&z->mu);
+    z->fn = fn;
+    z->fn_ctx = ctx;
+    pthread_mutex_unlock(&z->mu);
+}
+
+const char *tupe_rdzv_failure(tupe_rdzv *z)
+{
+    pthread_mutex_lock(&z->mu);
+    int f = z->failed;
+    pthread_mutex_unlock(&z->mu);
+    return f ? z->fail : NULL; /* written once, before `failed` */
+}
+
+void tupe_rdzv_progress(tupe_rdzv *z, int64_t step)
+{
+    pthread_mutex_lock(&z->mu);
+    z->step = step;
+    pthread_mutex_unlock(&z->mu);
+}
+
+void tupe_rdzv_behind(tupe_rdzv *z, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    pthread_mutex_lock(&z->mu);
+    for (int k = 0; k < z->world && at + 48 < cap; k++)
+        if (k != z->rank && z->steps[k] < z->step)
+            at += (size_t)snprintf(buf + at, cap - at, "%srank %d is at step %lld", at ? ", " : "",
+                                   k, (long long)z->steps[k]);
+    if (at && at + 48 < cap)
+        snprintf(buf + at, cap - at, " (this rank: step %lld)", (long long)z->step);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void tupe_rdzv_abort(tupe_rdzv *z, const char *why)
+{
+    char text[TEXT_MAX];
+    snprintf(text, sizeof text, "rank %d failed: %s", z->rank, why);
+    pthread_mutex_lock(&z->mu);
+    int first = !z->failed;
+    if (first) {
+        z->failed = 1;
+        snprintf(z->fail, sizeof z->fail, "%s", text);
+    }
+    z->closing = 1;
+    for (int k = 0; k < (z->rank == 0 ? z->world : 1); k++)
+        if ((z->rank != 0 || k > 0) && z->ctl[k] >= 0 && first)
+            send_frame(z->ctl[k], F_ABORT, z->rank, text, strlen(text));
+    pthread_mutex_unlock(&z->mu);
+}
+
+void tupe_rdzv_close(tupe_rdzv *z)
+{
+    if (!z)
+        return;
+    pthread_mutex_lock(&z->mu);
+    int failed = z->failed;
+    z->closing = 1;
+    if (z->rank != 0 && z->ctl[0] >= 0 && !failed)
+        send_frame(z->ctl[0], F_BYE, z->rank, NULL, 0);
+    pthread_mutex_unlock(&z->mu);
+    if (z->rank == 0 && z->th_running && !failed) {
+        /* the others' goodbyes, so that none sees rank 0 leave first */
+        double end = tupe_now() + 5;
+        for (;;) {
+            int all = 1;
+            pthread_mutex_lock(&z->mu);
+            for (int k = 1; k < z->world; k++)
+                all &= z->bye[k] || z->ctl[k] < 0;
+            pthread_mutex_unlock(&z->mu);
+            if (all || tupe_now() > end)
+                break;
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (z->th_running) {
+        char c = 1;
+        ssize_t w = write(z->wake[1], &c, 1);
+        (void)w;
+        pthread_join(z->th, NULL);
+    }
+    for (int k = 0; k < z->world; k++) {
+        if (z->data[k] >= 0)
+            close(z->data[k]);
+        if (z->ctl[k] >= 0)
+            close(z->ctl[k]);
+    }
+    if (z->lfd >= 0)
+        close(z->lfd);
+    if (z->wake[0] >= 0)
+        close(z->wake[0]), close(z->wake[1]);
+    if (z->rank == 0 && z->file[0])
+        unlink(z->file);
+    pthread_mutex_destroy(&z->mu);
+    free(z->data), free(z->ctl), free(z->steps), free(z->heard), free(z->bye);
+    free(z);
+}
