@@ -8,11 +8,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fault.h"
+#include "base/tmpfiles.h"
 
 #define IN_BUF (1u << 20)
 #define OUT_BUF (1u << 20)
@@ -281,12 +283,24 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
 
 struct tupe_out {
     int fd, is_stdout;
+    int slot;             /* in the table of temporaries (tmpfiles.h), or -1 */
     int direct;           /* written in place: a device or FIFO (no temporary, no rename) */
     char *path, *tmp;
     unsigned char *buf;
     size_t len;
     uint64_t off;
 };
+
+static void dir_of(char *dst, size_t cap, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dst, cap, ".");
+    else if (slash == path)
+        snprintf(dst, cap, "/");
+    else
+        snprintf(dst, cap, "%.*s", (int)(slash - path), path);
+}
 
 static const char *out_name(const char *path)
 {
@@ -332,6 +346,7 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         free(o);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    o->slot = -1;
     if (strcmp(path, "-") == 0) {
         o->fd = STDOUT_FILENO;
         o->is_stdout = 1;
@@ -356,7 +371,9 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         *outp = o;
         return 0;
     }
-    char tmp[PATH_MAX];
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    dir_of(dir, sizeof dir, path);
+    tupe_tmp_sweep(dir);
     for (int tries = 0;; tries++) {
         if (tupe_tmp_sibling(tmp, sizeof tmp, path, "tmp")) {
             free(o->buf), free(o->path), free(o);
@@ -379,6 +396,9 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         free(o->buf), free(o->path), free(o);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    /* Held until the descriptor closes: a sweep by another process leaves it alone. */
+    flock(o->fd, LOCK_EX | LOCK_NB);
+    o->slot = tupe_tmp_track(tmp);
     *outp = o;
     return 0;
 }
@@ -441,21 +461,11 @@ const char *tupe_out_path(const tupe_out *o) { return o->path; }
 
 static void out_free(tupe_out *o)
 {
+    tupe_tmp_untrack(o->slot);
     free(o->buf);
     free(o->path);
     free(o->tmp);
     free(o);
-}
-
-static void dir_of(char *dst, size_t cap, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dst, cap, ".");
-    else if (slash == path)
-        snprintf(dst, cap, "/");
-    else
-        snprintf(dst, cap, "%.*s", (int)(slash - path), path);
 }
 
 int tupe_fsync_dir(const char *path, tupe_err *e)
@@ -533,6 +543,7 @@ int tupe_write_file(const char *path, const void *buf, size_t n, tupe_err *e)
 
 struct tupe_dirtx {
     char *path, *tmp;
+    int lockfd, slot;     /* the temporary's flock and its place in tmpfiles.h's table */
     char file[PATH_MAX];
 };
 
@@ -625,6 +636,7 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
     int rc = tupe_mkdir_p(parent, e);
     if (rc)
         return rc;
+    tupe_tmp_sweep(parent);
     char tmp[PATH_MAX];
     for (int tries = 0;; tries++) {
         if (tupe_tmp_sibling(tmp, sizeof tmp, clean, "tmp"))
@@ -642,6 +654,10 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         rmdir(tmp);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    tx->slot = tupe_tmp_track(tmp);
+    tx->lockfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (tx->lockfd >= 0)
+        flock(tx->lockfd, LOCK_EX | LOCK_NB);
     *txp = tx;
     return 0;
 }
@@ -656,6 +672,9 @@ const char *tupe_dirtx_file(tupe_dirtx *tx, const char *name)
 
 static void dirtx_free(tupe_dirtx *tx)
 {
+    tupe_tmp_untrack(tx->slot);
+    if (tx->lockfd >= 0)
+        close(tx->lockfd);
     free(tx->path);
     free(tx->tmp);
     free(tx);
