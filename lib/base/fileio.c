@@ -226,12 +226,48 @@ void tupe_in_close(tupe_in *in)
     free(in);
 }
 
-int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+int tupe_in_append(tupe_in *in, unsigned char **bufp, size_t *lenp, size_t *capp, size_t n,
+                   size_t *gotp, tupe_err *e)
+{
+    size_t done = 0;
+    *gotp = 0;
+    while (done < n) {
+        if (*lenp == *capp) {
+            size_t cap = *capp ? *capp * 2 : 1 << 16;
+            if (cap < *capp)
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            unsigned char *nb = realloc(*bufp, cap);
+            if (!nb)
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            *bufp = nb;
+            *capp = cap;
+        }
+        size_t want = *capp - *lenp < n - done ? *capp - *lenp : n - done, got;
+        int rc = tupe_in_read(in, *bufp + *lenp, want, &got, e);
+        if (rc)
+            return rc;
+        *lenp += got;
+        done += got;
+        *gotp = done;
+        if (got < want)
+            break;
+    }
+    return 0;
+}
+
+static int read_whole(const char *path, char **bufp, size_t *lenp, size_t max_bytes, int text,
+                      tupe_err *e)
 {
     tupe_in *in;
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    struct stat st;
+    if (fstat(in->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes) {
+        tupe_in_close(in);
+        return tupe_fail(e, TUPE_EDATA, "%s: larger than the %zu-byte limit (%llu bytes)",
+                         tupe_path_name(path), max_bytes, (unsigned long long)st.st_size);
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -262,6 +298,13 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
             tupe_in_close(in);
             return rc;
         }
+        const char *nul = text ? memchr(buf + len, 0, got) : NULL;
+        if (nul) {
+            uint64_t at = (uint64_t)(nul - buf);
+            free(buf);
+            tupe_in_close(in);
+            return tupe_fail_byte(e, TUPE_EDATA, path, at, "a NUL byte: not a text file");
+        }
         len += got;
         if (len > max_bytes) {
             free(buf);
@@ -277,6 +320,16 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
     *bufp = buf;
     *lenp = len;
     return 0;
+}
+
+int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+{
+    return read_whole(path, bufp, lenp, max_bytes, 0, e);
+}
+
+int tupe_read_text(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+{
+    return read_whole(path, bufp, lenp, max_bytes, 1, e);
 }
 
 /* ---- writing ---------------------------------------------------------------------------- */

@@ -24,6 +24,11 @@ int tupe_in_fdopen(tupe_in **in, int fd, const char *name, int own, tupe_err *e)
 int tupe_in_read(tupe_in *in, void *dst, size_t n, size_t *got, tupe_err *e);
 /* Read exactly n bytes or fail with TUPE_EDATA "truncated: expected N bytes of <what>". */
 int tupe_in_read_exact(tupe_in *in, void *dst, size_t n, const char *what, tupe_err *e);
+/* Append up to n bytes to a growing buffer (*len used of *cap allocated; *buf may be NULL),
+ * allocating as the bytes arrive, so that an input that declares more than it holds never
+ * costs what it declares. *got receives the count: fewer than n only at end of input. */
+int tupe_in_append(tupe_in *in, unsigned char **buf, size_t *len, size_t *cap, size_t n,
+                   size_t *got, tupe_err *e);
 /* Next line without its '\n' (a trailing '\r' is kept; callers decide). Returns 1 with a line,
  * 0 at end of input, or -1 on error (e says why). The buffer belongs to `in` and is
  * valid until the next call. A last line without '\n' is returned as a line. */
@@ -37,8 +42,13 @@ int tupe_in_fd(const tupe_in *in);
 void tupe_in_close(tupe_in *in);
 
 /* Whole file into memory (NUL-terminated for convenience; *len excludes the NUL). Files larger
- * than max_bytes are refused with TUPE_EDATA. */
+ * than max_bytes are refused with TUPE_EDATA: a regular file by its size, before anything is
+ * read; a pipe or device once it has given that many bytes. */
 int tupe_read_file(const char *path, char **buf, size_t *len, size_t max_bytes, tupe_err *e);
+/* The same for a text file: a NUL byte is refused (TUPE_EDATA "path: byte N: a NUL byte: not
+ * text") as soon as it is read, so that a binary file or a device such as /dev/zero given
+ * where text belongs fails at once rather than after max_bytes. */
+int tupe_read_text(const char *path, char **buf, size_t *len, size_t max_bytes, tupe_err *e);
 
 /* ---- writing ---------------------------------------------------------------------------- */
 

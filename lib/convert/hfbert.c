@@ -673,7 +673,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         return tupe_fail(e, TUPE_ENOINPUT, "%s: path too long", src);
     char *buf;
     size_t len;
-    int rc = tupe_read_file(x.cfgpath, &buf, &len, 16u << 20, e);
+    int rc = tupe_read_text(x.cfgpath, &buf, &len, 16u << 20, e);
     if (rc)
         return rc;
     json_error_t je;

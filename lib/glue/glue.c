@@ -232,7 +232,7 @@ int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     snprintf(out->path, plen, "%s/%s", data_dir, s->file);
     size_t len;
-    int rc = tupe_read_file(out->path, &out->buf, &len, (size_t)4 << 30, e);
+    int rc = tupe_read_text(out->path, &out->buf, &len, (size_t)4 << 30, e);
     if (rc) {
         tupe_glue_free(out);
         return rc;
@@ -523,7 +523,7 @@ int tupe_glue_zip_submission(const char *dir, const char *zip_path, tupe_err *e)
         snprintf(path, sizeof path, "%s/%s", dir, board[i].file);
         char *buf;
         size_t len;
-        if ((rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e)))
+        if ((rc = tupe_read_text(path, &buf, &len, (size_t)1 << 30, e)))
             break;
         struct archive_entry *en = archive_entry_new();
         archive_entry_set_pathname(en, board[i].file);

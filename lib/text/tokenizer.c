@@ -1,5 +1,6 @@
 #include "text/tokenizer.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,6 +566,11 @@ int tupe_decode_input(const tupe_vocab *v, const char *path, int format, int ski
         if (rc)
             return rc;
         binary = got == 8 && memcmp(magic, TUPE_TOK_MAGIC, 8) == 0;
+        /* Text ids start with a digit or a space: anything else is neither (a device such as
+         * /dev/zero would otherwise be read as one endless line). */
+        if (!binary && got && !isdigit(magic[0]) && !isspace(magic[0]))
+            return tupe_fail_byte(e, TUPE_EDATA, path, 0, "neither a token stream (no %.8s "
+                                  "magic) nor ids as text", TUPE_TOK_MAGIC);
     }
     if (binary) {
         tupe_tokr *r;

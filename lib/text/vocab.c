@@ -174,7 +174,7 @@ static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, 
 {
     char *buf;
     size_t len;
-    int rc = tupe_read_file(path, &buf, &len, MAX_VOCAB_FILE, e);
+    int rc = tupe_read_text(path, &buf, &len, MAX_VOCAB_FILE, e);
     if (rc)
         return rc;
     rc = parse_lines(out, kind, buf, len, path, fn, what, e);
