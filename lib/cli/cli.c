@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/process.h"
+
 static const tupe_opt common_opts[] = {
     {TUPE_OPT_QUIET, "quiet", 'q', TUPE_NOARG, NULL, "no progress or informational messages", NULL},
     {TUPE_OPT_VERBOSE, "verbose", 'v', TUPE_NOARG, NULL, "more detail on stderr (repeat for more)", NULL},
@@ -245,6 +247,7 @@ static int stop(tupe_cli *c, int code)
 
 int tupe_cli_begin(tupe_cli *c, const tupe_prog *p, int argc, char **argv)
 {
+    tupe_process_start(p->name);
     memset(c, 0, sizeof *c);
     c->prog = p;
     c->argc = argc;
