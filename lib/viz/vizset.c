@@ -168,6 +168,12 @@ static int write_npy(tupe_vizset *s, const char *name, const char *descr, int nd
 
 int tupe_vizset_draw(tupe_vizset *s, const tupe_view *v, tupe_err *e)
 {
+    /* NaN marks a cell without data (drawn grey); an infinity has no colour to be drawn in. */
+    size_t total = (size_t)v->npanels * v->rows * v->cols;
+    for (size_t i = 0; i < total; i++)
+        if (isinf(v->data[i]))
+            return tupe_fail(e, TUPE_EDATA, "%s: panel %zu holds an infinite value: nothing "
+                             "non-finite can be drawn", v->name, i / ((size_t)v->rows * v->cols));
     tupe_panel *pn = calloc((size_t)v->npanels, sizeof *pn);
     json_t *fig = json_object(), *files = json_array(), *titles = json_array();
     if (!pn || !fig || !files || !titles) {

@@ -6,7 +6,8 @@
  *
  * Colour limits: a signed view (coolwarm) gets limits symmetric about 0, +-max|v|; a
  * non-negative view (viridis: probabilities) gets [0, max]. One pair for the whole figure
- * (panels comparable), or one per panel. NaN cells are ignored (and drawn grey). */
+ * (panels comparable), or one per panel. NaN cells (no data) are ignored and drawn grey; an
+ * infinite value is an error (TUPE_EDATA naming the view). */
 #ifndef TUPE_VIZSET_H
 #define TUPE_VIZSET_H
 

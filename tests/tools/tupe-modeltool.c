@@ -14,7 +14,7 @@
 #include "model/checkpoint.h"
 
 enum { O_MODEL = 1, O_POSITION, O_TIE, O_VOCAB, O_LABELS, O_TYPES, O_SEED, O_OUT, O_STATE,
-       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL };
+       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL, O_NAN };
 
 static const tupe_opt init_opts[] = {
     {O_MODEL, "model", 0, TUPE_REQARG, "NAME", "preset or JSON configuration (default: tiny)", "file"},
@@ -25,6 +25,7 @@ static const tupe_opt init_opts[] = {
     {O_TYPES, "types", 0, TUPE_REQARG, "N", "type_vocab_size (default: the configuration's)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "values (default: 1)", NULL},
     {O_STATE, "train-state", 0, TUPE_REQARG, "JSON", "training state to store", NULL},
+    {O_NAN, "nan", 0, TUPE_REQARG, "TENSOR", "make the first element of TENSOR NaN", NULL},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "checkpoint directory", "dir"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt logits_opts[] = {
@@ -53,6 +54,7 @@ static const tupe_prog prog = {"tupe-modeltool", "test helper for tupe-convert",
 typedef struct init_ctx {
     const tupe_config *c;
     uint64_t seed;
+    const char *nan;     /* a tensor whose first element is NaN, or NULL */
 } init_ctx;
 
 /* The BERT initialization, then noise on every tensor. */
@@ -64,11 +66,13 @@ static int perturb(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
     tupe_rng_init(&r, tupe_seed_from(p->name, x->seed), 0, 0, 0);
     for (size_t i = 0; i < p->numel; i++)
         dst[i] += (float)(0.05 * tupe_rng_normal(&r));
+    if (x->nan && strcmp(x->nan, p->name) == 0)
+        dst[0] = NAN;
     return 0;
 }
 
 static int do_init(tupe_cli *c, const char *model, int position, int tie, long vocab, long labels,
-                   long types, uint64_t seed, const char *state, const char *out)
+                   long types, uint64_t seed, const char *state, const char *nan, const char *out)
 {
     tupe_err e;
     tupe_config cfg;
@@ -82,7 +86,7 @@ static int do_init(tupe_cli *c, const char *model, int position, int tie, long v
     if (types >= 0)
         cfg.type_vocab_size = (int)types;
     tupe_model *m;
-    init_ctx x = {&cfg, seed};
+    init_ctx x = {&cfg, seed, nan};
     if (tupe_import_build(&m, &cfg, seed, perturb, &x, &e))
         return tupe_cli_error(c, &e);
     int rc = tupe_ckpt_save(out, m, NULL, state, &e) ? tupe_cli_error(c, &e) : 0;
@@ -258,7 +262,7 @@ int main(int argc, char **argv)
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
     const char *arg, *model = "tiny", *out = NULL, *state = NULL, *ckpt = NULL, *input = NULL,
-               *expect = NULL;
+               *expect = NULL, *nan = NULL;
     int id, rc = 0, position = -1, tie = 0;
     long vocab = 60, labels = 0, types = -1;
     uint64_t seed = 1;
@@ -273,6 +277,7 @@ int main(int argc, char **argv)
         case O_TYPES: rc = tupe_cli_long(&c, arg, 0, 1 << 16, &types); break;
         case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &seed); break;
         case O_STATE: state = arg; break;
+        case O_NAN: nan = arg; break;
         case O_OUT: out = arg; break;
         case O_CKPT: ckpt = arg; break;
         case O_INPUT: input = arg; break;
@@ -290,7 +295,7 @@ int main(int argc, char **argv)
     tupe_threads_apply(c.threads);
     const char *name = c.cmd->name;
     if (strcmp(name, "init") == 0)
-        rc = out ? do_init(&c, model, position, tie, vocab, labels, types, seed, state, out)
+        rc = out ? do_init(&c, model, position, tie, vocab, labels, types, seed, state, nan, out)
                  : tupe_cli_usage(&c, "--output is required");
     else if (strcmp(name, "logits") == 0)
         rc = ckpt && input && (out || expect) ? do_logits(&c, ckpt, input, out, expect, tol)
