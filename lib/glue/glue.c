@@ -13,6 +13,7 @@
 
 #include "base/fileio.h"
 #include "glue/metrics.h"
+#include "text/unicode.h"
 
 #define L2 {"0", "1", NULL}
 #define NLI3 {"entailment", "neutral", "contradiction"}
@@ -129,6 +130,14 @@ void tupe_glue_free(tupe_glue_data *d)
 static int parse_rows(const tupe_glue_task *t, const tupe_glue_split *s, size_t len,
                       tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e)
 {
+    /* Text that is not UTF-8 is refused, as tupe-tokenize refuses it, rather than dropped
+     * silently when the sentences are tokenized. */
+    size_t bad = tupe_utf8_first_bad(out->buf, len);
+    if (bad < len) {
+        int rc = tupe_fail_byte(e, TUPE_EDATA, out->path, bad, "invalid UTF-8");
+        tupe_glue_free(out);
+        return rc;
+    }
     int rc;
     char *p = out->buf, *end = out->buf + len;
     if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) /* MRPC starts with a UTF-8 BOM */
