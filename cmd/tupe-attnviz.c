@@ -60,23 +60,27 @@ static const tupe_opt decomp_opts[] = {
     {O_PERHEAD, "per-head", 0, TUPE_NOARG, NULL, "one figure per term with a panel per head\n(default: one figure, terms averaged over heads)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+static int cmd_pos(tupe_cli *c, void *opts);
+static int cmd_attn(tupe_cli *c, void *opts);
+static int cmd_decomp(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"pos", "[CKPT]", "the content-free positional term of every head",
      "TUPE-A and TUPE-R: the untied absolute correlation V_h with its [CLS] row and column\n"
      "(abs), the relative bias R_h (rel, TUPE-R), their sum (bias, TUPE-R) and its softmax over\n"
      "keys (softmax). BERT-R: rel and softmax. BERT-Ad: its position-position term (abs) and\n"
      "softmax. One figure per view, one panel per head. BERT-A has no such term: use decomp.",
-     pos_opts, "dir"},
+     pos_opts, "dir", cmd_pos},
     {"attn", "[CKPT]", "attention probabilities of a sentence, per layer and head",
      "One figure per layer (a panel per head; rows = queries, columns = keys, labelled with\n"
      "the tokens). --npy writes attn.npy [layers, heads, T, T] in the layout Hugging Face\n"
-     "returns with output_attentions (what bertviz reads), and tokens.txt.", attn_opts, "dir"},
+     "returns with output_attentions (what bertviz reads), and tokens.txt.", attn_opts, "dir", cmd_attn},
     {"decomp", "[CKPT]", "word/position decomposition of the first layer's scores",
      "For an absolute-position model (BERT-A, BERT-R, a BERT imported by tupe-convert): the\n"
      "word-word, word-position, position-word and position-position terms of layer 0's\n"
      "attention scores, averaged over the inputs aligned by position, as in the paper's\n"
-     "Figure 2.", decomp_opts, "dir"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     "Figure 2.", decomp_opts, "dir", cmd_decomp},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-attnviz", "draw what the positions learned", cmds, NULL};
 
@@ -206,7 +210,7 @@ static int finish(tupe_cli *c, tupe_vizset *s, int rc, tupe_err *e)
 enum { V_ABS, V_REL, V_BIAS, V_SOFTMAX, NVIEWS };
 static const char *const view_names[NVIEWS] = {"abs", "rel", "bias", "softmax"};
 
-static int cmd_pos(tupe_cli *c, const args *a, tupe_inspect *in)
+static int draw_pos(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
     int has_abs = tupe_poscorr_has_abs(cfg), has_rel = tupe_poscorr_has_rel(cfg);
@@ -350,7 +354,7 @@ static char *token_label(const tupe_vocab *v, int32_t id)
     return s;
 }
 
-static int cmd_attn(tupe_cli *c, const args *a, tupe_inspect *in)
+static int draw_attn(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
     int L = cfg->num_layers, H = cfg->num_heads;
@@ -460,7 +464,7 @@ static void print_counts(const tupe_cli *c, const int64_t *count, int n, size_t 
     fprintf(stderr, " (of %zu)\n", ninputs);
 }
 
-static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
+static int draw_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
     if (!tupe_cfg_abs_input(cfg))
@@ -579,6 +583,44 @@ static int cmd_decomp(tupe_cli *c, const args *a, tupe_inspect *in)
 
 /* ---- main ----------------------------------------------------------------------------------- */
 
+/* The checks every subcommand shares, then the checkpoint opened for `fn`. */
+static int with_checkpoint(tupe_cli *c, args *a, int (*fn)(tupe_cli *, const args *, tupe_inspect *))
+{
+    int rc = 0;
+    int attn = fn == draw_attn, decomp = fn == draw_decomp;
+    if (c->nargs > (a->ckpt ? 0 : 1))
+        rc = tupe_cli_usage(c, "unexpected argument '%s'", c->args[a->ckpt ? 0 : 1]);
+    else if (!a->ckpt && c->nargs == 0)
+        rc = tupe_cli_usage(c, "a checkpoint is required (CKPT or --checkpoint)");
+    else if (a->term && a->out && strcmp(a->out, "-") == 0)
+        rc = tupe_cli_usage(c, "--term and -o - would both write to standard output");
+    else if (attn && a->ntexts + (a->input != NULL) != 1)
+        rc = tupe_cli_usage(c, "give one sentence: --text TEXT or --input FILE");
+    else if (decomp && !a->ntexts && !a->input && !a->data)
+        rc = tupe_cli_usage(c, "no inputs: give --text, --input or --data");
+    else if ((attn || decomp) && (a->ntexts || a->input) && !a->vocab)
+        rc = tupe_cli_usage(c, "--vocab is required to encode --text and --input");
+    else if (decomp && a->vocab && !a->ntexts && !a->input)
+        rc = tupe_cli_usage(c, "--vocab encodes --text and --input; --data is already encoded");
+    if (rc)
+        return rc;
+    if (!a->ckpt)
+        a->ckpt = c->args[0];
+    tupe_threads_apply(c->threads);
+    tupe_inspect in;
+    tupe_err e;
+    /* attn runs the model on its input; the others read parameters only. */
+    if (tupe_inspect_open(&in, a->ckpt, c->threads, attn ? (int)a->max_len : 1, &e))
+        return tupe_cli_error(c, &e);
+    rc = fn(c, a, &in);
+    tupe_inspect_close(&in);
+    return rc;
+}
+
+static int cmd_pos(tupe_cli *c, void *opts) { return with_checkpoint(c, opts, draw_pos); }
+static int cmd_attn(tupe_cli *c, void *opts) { return with_checkpoint(c, opts, draw_attn); }
+static int cmd_decomp(tupe_cli *c, void *opts) { return with_checkpoint(c, opts, draw_decomp); }
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
@@ -641,41 +683,7 @@ int main(int argc, char **argv)
         tupe_cli_end(&c);
         return id < 0 ? c.exit_code : rc;
     }
-    const char *name = c.cmd->name;
-    int attn = strcmp(name, "attn") == 0, decomp = strcmp(name, "decomp") == 0;
-    if (c.nargs > (a.ckpt ? 0 : 1))
-        rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[a.ckpt ? 0 : 1]);
-    else if (!a.ckpt && c.nargs == 0)
-        rc = tupe_cli_usage(&c, "a checkpoint is required (CKPT or --checkpoint)");
-    else if (a.term && a.out && strcmp(a.out, "-") == 0)
-        rc = tupe_cli_usage(&c, "--term and -o - would both write to standard output");
-    else if (attn && a.ntexts + (a.input != NULL) != 1)
-        rc = tupe_cli_usage(&c, "give one sentence: --text TEXT or --input FILE");
-    else if (decomp && !a.ntexts && !a.input && !a.data)
-        rc = tupe_cli_usage(&c, "no inputs: give --text, --input or --data");
-    else if ((attn || decomp) && (a.ntexts || a.input) && !a.vocab)
-        rc = tupe_cli_usage(&c, "--vocab is required to encode --text and --input");
-    else if (decomp && a.vocab && !a.ntexts && !a.input)
-        rc = tupe_cli_usage(&c, "--vocab encodes --text and --input; --data is already encoded");
-    if (rc) {
-        free(a.texts);
-        tupe_cli_end(&c);
-        return rc;
-    }
-    if (!a.ckpt)
-        a.ckpt = c.args[0];
-    tupe_threads_apply(c.threads);
-    tupe_inspect in;
-    tupe_err e;
-    /* attn runs the model on its input; the others read parameters only. */
-    if (tupe_inspect_open(&in, a.ckpt, c.threads, attn ? (int)a.max_len : 1, &e))
-        rc = tupe_cli_error(&c, &e);
-    else {
-        rc = strcmp(name, "pos") == 0 ? cmd_pos(&c, &a, &in)
-             : attn                   ? cmd_attn(&c, &a, &in)
-                                      : cmd_decomp(&c, &a, &in);
-        tupe_inspect_close(&in);
-    }
+    rc = tupe_cli_run(&c, &a);
     free(a.texts);
     tupe_cli_end(&c);
     return rc;

@@ -18,7 +18,7 @@ enum { O_FORMAT = 1, O_TO, O_FROM, O_OUT, O_VOCAB, O_DTYPE, O_CASED, O_UNCASED, 
 #define DTYPES "list:fp32 bf16 fp16"
 
 static const tupe_opt info_opts[] = {
-    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt export_opts[] = {
     {O_TO, "to", 0, TUPE_REQARG, "FORMAT", "hf: a Hugging Face transformers directory (required)", "list:hf"},
@@ -46,40 +46,49 @@ static const tupe_opt npy_opts[] = {
     {O_RAWBF16, "raw-bf16", 0, TUPE_NOARG, NULL, "BF16 tensors as their raw bits (<u2) instead of\nfloat32", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+static int cmd_info(tupe_cli *c, void *opts);
+static int cmd_export(tupe_cli *c, void *opts);
+static int cmd_import(tupe_cli *c, void *opts);
+static int cmd_cast(tupe_cli *c, void *opts);
+static int cmd_npy(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"info", "PATH", "tensors, shapes, dtypes, parameter count, configuration and training state",
      "PATH is a safetensors file, a checkpoint or Hugging Face directory, or a\n"
      "model.safetensors.index.json. Per-tensor hashes, where the file has them, are verified.",
-     info_opts, "file"},
+     info_opts, "file", cmd_info},
     {"export", "CHECKPOINT", "write a checkpoint as a Hugging Face transformers directory",
      "Writes model.safetensors (BERT names and layouts), config.json, vocab.txt and\n"
      "tokenizer_config.json. BERT-A becomes model_type \"bert\" (BertForMaskedLM, or\n"
      "BertForSequenceClassification for a tupe-glue checkpoint); the other variants become\n"
      "model_type \"tupe\", which transformers refuses rather than compute the wrong function.",
-     export_opts, "dir"},
+     export_opts, "dir", cmd_export},
     {"import", "SOURCE", "read a Hugging Face BERT or a fairseq TUPE model into a checkpoint",
      "--from hf: SOURCE is a directory with config.json and model.safetensors (or shards);\n"
      "--from fairseq: SOURCE is the released TUPE checkpoint's state dict as safetensors\n"
-     "(share/tupe/fairseq2safetensors.py makes it from the .pt file).", import_opts, "file"},
+     "(share/tupe/fairseq2safetensors.py makes it from the .pt file).", import_opts, "file",
+     cmd_import},
     {"cast", "PATH", "change the precision of every floating-point tensor",
      "Rounds to nearest even and reports each tensor's largest absolute and relative error\n"
      "and the values that overflow fp16. A directory (checkpoint or Hugging Face model) gives\n"
-     "a directory; a checkpoint's optimizer state is not carried over.", cast_opts, "file"},
+     "a directory; a checkpoint's optimizer state is not carried over.", cast_opts, "file",
+     cmd_cast},
     {"npy", "PATH", "tensors as NumPy .npy files",
      "Every tensor into the directory OUTPUT as NAME.npy, or one with --tensor. Floating-point\n"
      "tensors are written as float32 (float64 stays float64); integers keep their type.",
-     npy_opts, "file"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     npy_opts, "file", cmd_npy},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-convert", "convert checkpoints to and from other formats",
                                cmds, NULL};
 
-static void on_note(void *ctx, int level, const char *msg)
-{
-    const tupe_cli *c = ctx;
-    if (level == 0 || c->verbose)
-        tupe_cli_note(c, "%s", msg);
-}
+/* Every subcommand's options, as parsed. */
+typedef struct args {
+    const char *out, *vocab, *head, *tensor;
+    int fmt, to, from, dtype, lower, rawbf16;
+    long heads;
+    uint64_t seed;
+} args;
 
 static int dtype_of(int choice)
 {
@@ -96,8 +105,9 @@ static void print_shape(FILE *fp, json_t *shape)
     fputc(']', fp);
 }
 
-static int cmd_info(tupe_cli *c, int json)
+static int cmd_info(tupe_cli *c, void *opts)
 {
+    int json = ((const args *)opts)->fmt == 1;
     if (c->nargs != 1)
         return tupe_cli_usage(c, "expected one PATH");
     tupe_err e;
@@ -155,10 +165,77 @@ static int cmd_info(tupe_cli *c, int json)
     return 0;
 }
 
-static int cmd_cast(tupe_cli *c, const char *out, int dtype, int json)
+/* What the subcommands that write share: -o and the one input; a directory is not '-'. */
+static int need_output(tupe_cli *c, const args *a, int dir)
 {
+    if (!a->out)
+        return tupe_cli_usage(c, "--output is required");
     if (c->nargs != 1)
-        return tupe_cli_usage(c, "expected one PATH");
+        return tupe_cli_usage(c, "expected one %s", c->cmd->args);
+    if (dir && strcmp(a->out, "-") == 0)
+        return tupe_cli_usage(c, "%s writes a directory, not '-'", c->cmd->name);
+    return 0;
+}
+
+static int cmd_export(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    int rc = need_output(c, a, 1);
+    if (rc)
+        return rc;
+    if (a->to < 0)
+        return tupe_cli_usage(c, "--to is required (hf)");
+    if (!a->vocab)
+        return tupe_cli_usage(c, "--vocab is required: the directory needs the vocabulary");
+    tupe_hf_export_opts o = {a->vocab, dtype_of(a->dtype), a->lower, tupe_cli_on_note, c};
+    tupe_err e;
+    return tupe_hf_export(c->args[0], a->out, &o, &e) ? tupe_cli_error(c, &e) : 0;
+}
+
+static int cmd_import(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    int rc = need_output(c, a, 1);
+    if (rc)
+        return rc;
+    if (a->from < 0)
+        return tupe_cli_usage(c, "--from is required (hf or fairseq)");
+    if (a->from == 0 && (a->heads || a->head))
+        return tupe_cli_usage(c, "--heads and --head apply to --from fairseq");
+    tupe_err e;
+    if (a->from == 0) {
+        tupe_hf_import_opts o = {a->seed, tupe_cli_on_note, c};
+        return tupe_hf_import(c->args[0], a->out, &o, &e) ? tupe_cli_error(c, &e) : 0;
+    }
+    tupe_fairseq_opts o = {(int)a->heads, a->head, a->seed, tupe_cli_on_note, c};
+    return tupe_fairseq_import(c->args[0], a->out, &o, &e) ? tupe_cli_error(c, &e) : 0;
+}
+
+static int cmd_npy(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    int rc = need_output(c, a, 0);
+    if (rc)
+        return rc;
+    size_t n;
+    tupe_err e;
+    if (tupe_tf_npy(c->args[0], a->tensor, a->out, a->rawbf16, &n, &e))
+        return tupe_cli_error(c, &e);
+    if (c->verbose)
+        tupe_cli_note(c, "%zu .npy file%s written to %s", n, n == 1 ? "" : "s", a->out);
+    return 0;
+}
+
+static int cmd_cast(tupe_cli *c, void *opts)
+{
+    const args *o = opts;
+    int rc = need_output(c, o, 0);
+    if (rc)
+        return rc;
+    if (o->dtype < 0)
+        return tupe_cli_usage(c, "--dtype is required (bf16, fp16 or fp32)");
+    const char *out = o->out;
+    int dtype = dtype_of(o->dtype), json = o->fmt == 1;
     tupe_err e;
     tupe_cast_report r;
     if (tupe_tf_cast(c->args[0], out, dtype, &r, &e))
@@ -222,25 +299,24 @@ int main(int argc, char **argv)
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    const char *arg, *out = NULL, *vocab = NULL, *head = NULL, *tensor = NULL;
-    int id, rc = 0, fmt = 0, to = -1, from = -1, dtype = -1, lower = -1, rawbf16 = 0;
-    long heads = 0;
-    uint64_t seed = 1;
+    args a = {.to = -1, .from = -1, .dtype = -1, .lower = -1, .seed = 1};
+    const char *arg;
+    int id, rc = 0;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         switch (id) {
-        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
-        case O_TO: rc = tupe_cli_choice(&c, arg, "hf", &to); break;
-        case O_FROM: rc = tupe_cli_choice(&c, arg, "hf|fairseq", &from); break;
-        case O_OUT: out = arg; break;
-        case O_VOCAB: vocab = arg; break;
-        case O_DTYPE: rc = tupe_cli_choice(&c, arg, "fp32|bf16|fp16", &dtype); break;
-        case O_CASED: lower = 0; break;
-        case O_UNCASED: lower = 1; break;
-        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &seed); break;
-        case O_HEADS: rc = tupe_cli_long(&c, arg, 1, 4096, &heads); break;
-        case O_HEAD: head = arg; break;
-        case O_TENSOR: tensor = arg; break;
-        case O_RAWBF16: rawbf16 = 1; break;
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.fmt); break;
+        case O_TO: rc = tupe_cli_choice(&c, arg, "hf", &a.to); break;
+        case O_FROM: rc = tupe_cli_choice(&c, arg, "hf|fairseq", &a.from); break;
+        case O_OUT: a.out = arg; break;
+        case O_VOCAB: a.vocab = arg; break;
+        case O_DTYPE: rc = tupe_cli_choice(&c, arg, "fp32|bf16|fp16", &a.dtype); break;
+        case O_CASED: a.lower = 0; break;
+        case O_UNCASED: a.lower = 1; break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &a.seed); break;
+        case O_HEADS: rc = tupe_cli_long(&c, arg, 1, 4096, &a.heads); break;
+        case O_HEAD: a.head = arg; break;
+        case O_TENSOR: a.tensor = arg; break;
+        case O_RAWBF16: a.rawbf16 = 1; break;
         }
         if (rc) {
             tupe_cli_end(&c);
@@ -252,50 +328,7 @@ int main(int argc, char **argv)
         return c.exit_code;
     }
     tupe_threads_apply(c.threads);
-    const char *name = c.cmd->name;
-    tupe_err e;
-    if (strcmp(name, "info") == 0) {
-        rc = cmd_info(&c, fmt == 1);
-    } else if (!out) {
-        rc = tupe_cli_usage(&c, "--output is required");
-    } else if (c.nargs != 1) {
-        rc = tupe_cli_usage(&c, "expected one %s", c.cmd->args);
-    } else if (strcmp(out, "-") == 0 && (strcmp(name, "export") == 0 || strcmp(name, "import") == 0)) {
-        rc = tupe_cli_usage(&c, "%s writes a directory, not '-'", name);
-    } else if (strcmp(name, "export") == 0) {
-        if (to < 0)
-            rc = tupe_cli_usage(&c, "--to is required (hf)");
-        else if (!vocab)
-            rc = tupe_cli_usage(&c, "--vocab is required: the directory needs the vocabulary");
-        else {
-            tupe_hf_export_opts o = {vocab, dtype_of(dtype), lower, on_note, &c};
-            if (tupe_hf_export(c.args[0], out, &o, &e))
-                rc = tupe_cli_error(&c, &e);
-        }
-    } else if (strcmp(name, "import") == 0) {
-        if (from < 0) {
-            rc = tupe_cli_usage(&c, "--from is required (hf or fairseq)");
-        } else if (from == 0 && (heads || head)) {
-            rc = tupe_cli_usage(&c, "--heads and --head apply to --from fairseq");
-        } else if (from == 0) {
-            tupe_hf_import_opts o = {seed, on_note, &c};
-            if (tupe_hf_import(c.args[0], out, &o, &e))
-                rc = tupe_cli_error(&c, &e);
-        } else {
-            tupe_fairseq_opts o = {(int)heads, head, seed, on_note, &c};
-            if (tupe_fairseq_import(c.args[0], out, &o, &e))
-                rc = tupe_cli_error(&c, &e);
-        }
-    } else if (strcmp(name, "cast") == 0) {
-        rc = dtype < 0 ? tupe_cli_usage(&c, "--dtype is required (bf16, fp16 or fp32)")
-                       : cmd_cast(&c, out, dtype_of(dtype), fmt == 1);
-    } else {
-        size_t n;
-        if (tupe_tf_npy(c.args[0], tensor, out, rawbf16, &n, &e))
-            rc = tupe_cli_error(&c, &e);
-        else if (c.verbose)
-            tupe_cli_note(&c, "%zu .npy file%s written to %s", n, n == 1 ? "" : "s", out);
-    }
+    rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

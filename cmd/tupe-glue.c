@@ -24,16 +24,23 @@ enum {
 #define LABELLED_TASKS "list:CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI"
 #define TASK_LIST LABELLED_TASKS " AX"
 
+/* Rows that several subcommands share, each defined once. */
+#define OPT_DATA {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"}
+#define OPT_FINETUNED {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"}
+#define OPT_ITS_VOCAB {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"}
+#define OPT_PASS_BATCH {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL}
+#define OPT_MAXDEV {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}
+
 static const tupe_opt info_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI, AX)", TASK_LIST},
-    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
-    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    OPT_DATA,
+    TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt score_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task; MNLI-m and MNLI-mm choose the MNLI dev set", LABELLED_TASKS " MNLI-m MNLI-mm"},
-    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
+    OPT_DATA,
     {O_SPLIT, "split", 0, TUPE_REQARG, "NAME", "the labelled split to score against (default: dev)", "list:dev train dev_matched dev_mismatched"},
-    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt submit_opts[] = {
     {O_PRED, "predictions", 'p', TUPE_REQARG, "DIR", "directory with the 11 leaderboard files", "dir"},
@@ -45,7 +52,7 @@ static const tupe_opt submit_opts[] = {
 
 #define FT_COMMON \
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI,\nQNLI, RTE, WNLI)", LABELLED_TASKS}, \
-    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"}, \
+    OPT_DATA, \
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the pre-trained checkpoint (required)", "dir"}, \
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary: vocab.txt or a BPE directory (required)", "file"}, \
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory (required)", "dir"}, \
@@ -62,9 +69,8 @@ static const tupe_opt submit_opts[] = {
     {O_CASED, "cased", 0, TUPE_NOARG, NULL, "the vocabulary is cased (do not lowercase)", NULL}, \
     {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
     {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
-    {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL}, \
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"}, \
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"}
+    OPT_MAXDEV, \
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION)
 
 static const tupe_opt train_opts[] = {
     FT_COMMON,
@@ -79,53 +85,63 @@ static const tupe_opt sweep_opts[] = {
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt eval_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task", LABELLED_TASKS},
-    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
-    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"},
-    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
-    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
-    {O_MAXDEV, "max-dev", 0, TUPE_REQARG, "N", "evaluate on the first N dev examples", NULL},
-    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
+    OPT_DATA,
+    OPT_FINETUNED,
+    OPT_ITS_VOCAB,
+    OPT_PASS_BATCH,
+    OPT_MAXDEV,
+    TUPE_OPT_FORMAT_JSON(O_FORMAT),
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt predict_opts[] = {
     {O_TASK, "task", 't', TUPE_REQARG, "TASK", "the task (AX: with an MNLI checkpoint)", TASK_LIST},
-    {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (default: glue_data)", "dir"},
-    {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "a checkpoint written by tupe-glue train (required)", "dir"},
-    {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary (required)", "file"},
+    OPT_DATA,
+    OPT_FINETUNED,
+    OPT_ITS_VOCAB,
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "dir"},
-    {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per forward pass (default: 32)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
+    OPT_PASS_BATCH,
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static int cmd_info(tupe_cli *c, void *opts);
+static int cmd_train(tupe_cli *c, void *opts);
+static int cmd_sweep(tupe_cli *c, void *opts);
+static int cmd_table(tupe_cli *c, void *opts);
+static int cmd_eval(tupe_cli *c, void *opts);
+static int cmd_predict(tupe_cli *c, void *opts);
+static int cmd_score(tupe_cli *c, void *opts);
+static int cmd_submit(tupe_cli *c, void *opts);
 
 static const tupe_cmd cmds[] = {
     {"info", NULL, "rows, skipped rows and label distribution of a task's files",
      "Reads every split of the task present under the data directory and reports rows per\n"
-     "split, malformed rows skipped (and why), and the label distribution.", info_opts, NULL},
+     "split, malformed rows skipped (and why), and the label distribution.", info_opts, NULL, cmd_info},
     {"train", NULL, "fine-tune a pre-trained checkpoint on a task",
      "Adds a classification head (a regression head for STS-B, on scores / 5 with squared\n"
      "error) to the pre-trained encoder, trains with the recipe's settings, evaluates on the\n"
      "dev set(s) twice per epoch and keeps the best checkpoint by the task's selection metric\n"
-     "(accuracy; Matthews correlation for CoLA; Pearson for STS-B) in OUTPUT/best.", train_opts, NULL},
+     "(accuracy; Matthews correlation for CoLA; Pearson for STS-B) in OUTPUT/best.", train_opts, NULL,
+     cmd_train},
     {"sweep", NULL, "the paper's protocol: learning-rate grid x seeds, medians",
      "Runs every learning rate of the grid with --seeds seeds (OUTPUT/lr-X/seed-N, resumable:\n"
      "finished runs are read, not redone), takes the median over seeds for each learning rate\n"
-     "and reports the best learning rate's median. Writes OUTPUT/sweep.{tsv,json,md}.", sweep_opts, NULL},
+     "and reports the best learning rate's median. Writes OUTPUT/sweep.{tsv,json,md}.", sweep_opts, NULL,
+     cmd_sweep},
     {"table", "DIR", "the paper's Table 1 from the sweeps under DIR",
      "Reads DIR/<TASK>/sweep.json for MNLI, QNLI, QQP, SST-2, CoLA, MRPC, RTE and STS-B and\n"
-     "writes DIR/table.{md,tsv,json}: the nine columns of the paper and their average.", NULL, "dir"},
-    {"eval", NULL, "dev scores of a fine-tuned checkpoint", NULL, eval_opts, NULL},
-    {"predict", NULL, "test-set predictions in the leaderboard format", NULL, predict_opts, NULL},
+     "writes DIR/table.{md,tsv,json}: the nine columns of the paper and their average.", NULL, "dir",
+     cmd_table},
+    {"eval", NULL, "dev scores of a fine-tuned checkpoint", NULL, eval_opts, NULL, cmd_eval},
+    {"predict", NULL, "test-set predictions in the leaderboard format", NULL, predict_opts, NULL, cmd_predict},
     {"score", "PREDICTIONS", "score a predictions file against the dev labels",
      "PREDICTIONS is in the leaderboard format (a header \"index<TAB>prediction\", then one\n"
      "row per example, index = 0-based row of the dev file), so predictions from any system\n"
-     "are scored the same way.", score_opts, "file"},
+     "are scored the same way.", score_opts, "file", cmd_score},
     {"submit", NULL, "check the 11 leaderboard files and zip them",
      "Refuses an incomplete or malformed set: every file must exist with the header\n"
      "\"index<TAB>prediction\", the task's label strings and the leaderboard's line count.",
-     submit_opts, NULL},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     submit_opts, NULL, cmd_submit},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-glue", "fine-tune and evaluate on GLUE", cmds, NULL};
 
@@ -142,7 +158,7 @@ static void report_skips(const tupe_cli *c, const tupe_glue_data *d)
         tupe_cli_note(c, "%s: skipped %zu malformed rows", d->path, d->skipped);
 }
 
-static int cmd_info(tupe_cli *c, const tupe_glue_task *t, const char *data, int json)
+static int show_info(tupe_cli *c, const tupe_glue_task *t, const char *data, int json)
 {
     json_t *root = json_object(), *splits = json_array();
     json_object_set_new(root, "task", json_string(t->name));
@@ -222,8 +238,8 @@ static int cmd_info(tupe_cli *c, const tupe_glue_task *t, const char *data, int 
     return 0;
 }
 
-static int cmd_score(tupe_cli *c, const tupe_glue_task *t, const char *task_arg, const char *data,
-                     const char *split, int json)
+static int score_file(tupe_cli *c, const tupe_glue_task *t, const char *task_arg, const char *data,
+                      const char *split, int json)
 {
     if (c->nargs != 1)
         return tupe_cli_usage(c, "expected one PREDICTIONS file");
@@ -270,7 +286,7 @@ static int cmd_score(tupe_cli *c, const tupe_glue_task *t, const char *task_arg,
     return 0;
 }
 
-static int cmd_submit(tupe_cli *c, const char *dir, const char *out, int wnli, const char *data)
+static int submit(tupe_cli *c, const char *dir, const char *out, int wnli, const char *data)
 {
     tupe_err e;
     if (!dir)
@@ -338,49 +354,249 @@ typedef struct overrides {
     tupe_ft_opts grid;
 } overrides;
 
+/* Every subcommand's options, as parsed. */
+typedef struct args {
+    const char *task, *data, *split, *pred, *out, *ckpt, *vocab, *device, *precision;
+    int fmt, wnli, recipe;
+    overrides ov;
+} args;
+
+static int cmd_submit(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    return submit(c, a->pred, a->out ? a->out : "submission.zip", a->wnli, a->wnli ? a->data : NULL);
+}
+
+static int cmd_table(tupe_cli *c, void *opts)
+{
+    (void)opts;
+    tupe_err e;
+    if (c->nargs != 1)
+        return tupe_cli_usage(c, "expected one DIR");
+    if (tupe_ft_table(c->args[0], &e))
+        return tupe_cli_error(c, &e);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/table.md", c->args[0]);
+    char *md;
+    size_t n;
+    if (tupe_read_file(path, &md, &n, 1 << 20, &e) == 0) {
+        fputs(md, stdout);
+        free(md);
+    }
+    return 0;
+}
+
+/* --task, which every other subcommand needs. */
+static int find_task(tupe_cli *c, const args *a, const tupe_glue_task **t)
+{
+    *t = a->task ? tupe_glue_task_find(a->task) : NULL;
+    if (!a->task)
+        return tupe_cli_usage(c, "--task is required");
+    if (!*t)
+        return tupe_cli_usage(c, "--task: unknown task '%s'", a->task);
+    return 0;
+}
+
+static int cmd_info(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    const tupe_glue_task *t;
+    int rc = find_task(c, a, &t);
+    return rc ? rc : show_info(c, t, a->data, a->fmt == 1);
+}
+
+static int cmd_score(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    const tupe_glue_task *t;
+    int rc = find_task(c, a, &t);
+    return rc ? rc : score_file(c, t, a->task, a->data, a->split, a->fmt == 1);
+}
+
+/* What train, sweep, eval and predict share: the task, the checkpoint and its vocabulary, the
+ * output directory of those that write one (not '-'), the recipe with the options over it,
+ * and the device. Errors printed, exit status returned. */
+static int ft_setup(tupe_cli *c, const args *a, int training, int writes, const tupe_glue_task **t,
+                    tupe_ft_opts *o, tupe_backend **be)
+{
+    const overrides *ov = &a->ov;
+    int rc = find_task(c, a, t);
+    if (rc)
+        return rc;
+    if (!a->ckpt)
+        return tupe_cli_usage(c, "--checkpoint is required");
+    if (!a->vocab)
+        return tupe_cli_usage(c, "--vocab is required (the vocabulary the model was trained with)");
+    if (writes && !a->out)
+        return tupe_cli_usage(c, "--output DIR is required");
+    if (writes && strcmp(a->out, "-") == 0)
+        return tupe_cli_usage(c, "%s writes a directory, not '-'", c->cmd->name);
+    if (c->nargs)
+        return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
+    memset(o, 0, sizeof *o);
+    tupe_ft_recipe(o, a->recipe, *t);
+    if (!training)
+        o->batch = 32, o->max_len = 0; /* the checkpoint's max_len */
+    o->data = a->data, o->checkpoint = a->ckpt, o->vocab = a->vocab, o->out = a->out;
+    o->lowercase = !ov->cased;
+    o->quiet = c->quiet;
+    o->note = tupe_cli_on_note;
+    o->note_ctx = c;
+    o->seed = ov->seed;
+    if (ov->lr > 0) o->lr = ov->lr;
+    if (ov->have_grid) {
+        memcpy(o->grid, ov->grid.grid, sizeof o->grid);
+        o->ngrid = ov->grid.ngrid;
+    }
+    if (ov->seeds > 0) o->seeds = (int)ov->seeds;
+    if (ov->epochs > 0) o->epochs = (int)ov->epochs;
+    if (ov->batch > 0) o->batch = (int)ov->batch;
+    if (ov->max_len > 0) o->max_len = (int)ov->max_len;
+    if (ov->warmup >= 0) o->warmup_ratio = ov->warmup;
+    if (ov->dropout >= 0) o->dropout = ov->dropout;
+    if (ov->wd >= 0) o->adam.weight_decay = ov->wd;
+    if (ov->clip >= 0) o->adam.clip = ov->clip;
+    if (ov->eps >= 0) o->adam.eps = ov->eps;
+    if (ov->beta2 >= 0) o->adam.beta2 = ov->beta2;
+    if (ov->evals > 0) o->evals_per_epoch = (int)ov->evals;
+    o->max_train = (int64_t)ov->max_train;
+    o->max_dev = (int64_t)ov->max_dev;
+    return tupe_devicearg_open(c, a->device, a->precision, be);
+}
+
+static int cmd_train(tupe_cli *c, void *opts)
+{
+    const tupe_glue_task *t;
+    tupe_ft_opts o;
+    tupe_backend *be;
+    int rc = ft_setup(c, opts, 1, 1, &t, &o, &be);
+    if (rc)
+        return rc;
+    tupe_ft_scores best;
+    tupe_err e;
+    if (tupe_ft_train(&o, t, be, &best, &e))
+        rc = tupe_cli_error(c, &e);
+    else if (!c->quiet) {
+        fprintf(stderr, "tupe-glue: best %s %.2f at epoch %.2f (step %lld); checkpoint %s/best\n", t->select,
+                100 * best.select, best.epoch, (long long)best.step, o.out);
+    }
+    if (!rc)
+        printf("%s\t%s\t%.4f\n", t->name, t->select, best.select);
+    tupe_backend_destroy(be);
+    return rc;
+}
+
+static int cmd_sweep(tupe_cli *c, void *opts)
+{
+    const tupe_glue_task *t;
+    tupe_ft_opts o;
+    tupe_backend *be;
+    int rc = ft_setup(c, opts, 1, 1, &t, &o, &be);
+    if (rc)
+        return rc;
+    double med, lr;
+    tupe_err e;
+    if (tupe_ft_sweep(&o, t, be, &med, &lr, &e))
+        rc = tupe_cli_error(c, &e);
+    else
+        printf("%s\t%s\tmedian of %d seeds %.2f\tbest lr %g\n", t->name, t->select, o.seeds, 100 * med, lr);
+    tupe_backend_destroy(be);
+    return rc;
+}
+
+static int cmd_eval(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    const tupe_glue_task *t;
+    tupe_ft_opts o;
+    tupe_backend *be;
+    int rc = ft_setup(c, a, 0, 0, &t, &o, &be);
+    if (rc)
+        return rc;
+    tupe_ft_scores s;
+    tupe_err e;
+    if (tupe_ft_eval(&o, t, be, &s, &e))
+        rc = tupe_cli_error(c, &e);
+    else {
+        for (int k = 0; k < s.nsets; k++) {
+            if (a->fmt == 1) {
+                printf("{\"task\":\"%s\"", s.set[k]);
+                for (int i = 0; i < s.s[k].n; i++) /* undefined (NaN) is null, as in score */
+                    printf(isnan(s.s[k].value[i]) ? ",\"%s\":null" : ",\"%s\":%.6f", s.s[k].name[i],
+                           s.s[k].value[i]);
+                printf("}\n");
+            } else {
+                printf("%s:", s.set[k]);
+                for (int i = 0; i < s.s[k].n; i++)
+                    printf(" %s %.2f", s.s[k].name[i], 100 * s.s[k].value[i]);
+                printf("\n");
+            }
+        }
+    }
+    tupe_backend_destroy(be);
+    return rc;
+}
+
+static int cmd_predict(tupe_cli *c, void *opts)
+{
+    const tupe_glue_task *t;
+    tupe_ft_opts o;
+    tupe_backend *be;
+    int rc = ft_setup(c, opts, 0, 1, &t, &o, &be);
+    if (rc)
+        return rc;
+    tupe_err e;
+    if (tupe_ft_predict(&o, t, be, &e))
+        rc = tupe_cli_error(c, &e);
+    else
+        tupe_cli_note(c, "predictions written to %s", o.out);
+    tupe_backend_destroy(be);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    const char *task = NULL, *data = "glue_data", *split = NULL, *pred = NULL, *out = NULL,
-               *ckpt = NULL, *vocab = NULL, *arg;
-    const char *device = NULL, *precision = NULL;
-    int fmt = 0, wnli = 0, recipe = 0, id, rc = 0;
-    overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}};
-    ov.seed = 1;
+    args a = {.data = "glue_data",
+              .ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}}};
+    a.ov.seed = 1;
+    overrides *ov = &a.ov;
+    const char *arg;
+    int id, rc = 0;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         uint64_t u;
         switch (id) {
-        case O_TASK: task = arg; break;
-        case O_DATA: data = arg; break;
-        case O_SPLIT: split = arg; break;
-        case O_PRED: pred = arg; break;
-        case O_OUT: out = arg; break;
-        case O_WNLI: wnli = 1; break;
-        case O_CKPT: ckpt = arg; break;
-        case O_VOCAB: vocab = arg; break;
-        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &fmt); break;
-        case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &recipe); break;
-        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &device); break;
-        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &precision); break;
-        case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov.lr); break;
-        case O_GRID: rc = parse_grid(&c, arg, &ov.grid); ov.have_grid = 1; break;
-        case O_SEEDS: rc = tupe_cli_long(&c, arg, 1, 64, &ov.seeds); break;
-        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX / 2, &ov.seed); break;
-        case O_EPOCHS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov.epochs); break;
-        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 65536, &ov.batch); break;
-        case O_MAXLEN: rc = tupe_cli_long(&c, arg, 8, 65536, &ov.max_len); break;
-        case O_WARMUP: rc = tupe_cli_double(&c, arg, 0, 1, &ov.warmup); break;
-        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &ov.dropout); break;
-        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &ov.wd); break;
-        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &ov.clip); break;
-        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &ov.eps); break;
-        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &ov.beta2); break;
-        case O_CASED: ov.cased = 1; break;
-        case O_EVALS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov.evals); break;
-        case O_MAXTRAIN: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_train = u; break;
-        case O_MAXDEV: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov.max_dev = u; break;
+        case O_TASK: a.task = arg; break;
+        case O_DATA: a.data = arg; break;
+        case O_SPLIT: a.split = arg; break;
+        case O_PRED: a.pred = arg; break;
+        case O_OUT: a.out = arg; break;
+        case O_WNLI: a.wnli = 1; break;
+        case O_CKPT: a.ckpt = arg; break;
+        case O_VOCAB: a.vocab = arg; break;
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.fmt); break;
+        case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &a.recipe); break;
+        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
+        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
+        case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov->lr); break;
+        case O_GRID: rc = parse_grid(&c, arg, &ov->grid); ov->have_grid = 1; break;
+        case O_SEEDS: rc = tupe_cli_long(&c, arg, 1, 64, &ov->seeds); break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX / 2, &ov->seed); break;
+        case O_EPOCHS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov->epochs); break;
+        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 65536, &ov->batch); break;
+        case O_MAXLEN: rc = tupe_cli_long(&c, arg, 8, 65536, &ov->max_len); break;
+        case O_WARMUP: rc = tupe_cli_double(&c, arg, 0, 1, &ov->warmup); break;
+        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &ov->dropout); break;
+        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &ov->wd); break;
+        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &ov->clip); break;
+        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &ov->eps); break;
+        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &ov->beta2); break;
+        case O_CASED: ov->cased = 1; break;
+        case O_EVALS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov->evals); break;
+        case O_MAXTRAIN: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov->max_train = u; break;
+        case O_MAXDEV: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov->max_dev = u; break;
         }
         if (rc) {
             tupe_cli_end(&c);
@@ -389,136 +605,7 @@ int main(int argc, char **argv)
     }
     if (id < 0)
         return c.exit_code;
-    const char *name = c.cmd->name;
-    if (strcmp(name, "submit") == 0) {
-        rc = cmd_submit(&c, pred, out ? out : "submission.zip", wnli, wnli ? data : NULL);
-        tupe_cli_end(&c);
-        return rc;
-    }
-    if (strcmp(name, "table") == 0) {
-        tupe_err e;
-        if (c.nargs != 1)
-            rc = tupe_cli_usage(&c, "expected one DIR");
-        else if (tupe_ft_table(c.args[0], &e))
-            rc = tupe_cli_error(&c, &e);
-        else {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/table.md", c.args[0]);
-            char *md;
-            size_t n;
-            if (tupe_read_file(path, &md, &n, 1 << 20, &e) == 0) {
-                fputs(md, stdout);
-                free(md);
-            }
-        }
-        tupe_cli_end(&c);
-        return rc;
-    }
-    const tupe_glue_task *t = task ? tupe_glue_task_find(task) : NULL;
-    if (!task)
-        rc = tupe_cli_usage(&c, "--task is required");
-    else if (!t)
-        rc = tupe_cli_usage(&c, "--task: unknown task '%s'", task);
-    if (rc) {
-        tupe_cli_end(&c);
-        return rc;
-    }
-    if (strcmp(name, "info") == 0 || strcmp(name, "score") == 0) {
-        rc = strcmp(name, "info") == 0 ? cmd_info(&c, t, data, fmt == 1) : cmd_score(&c, t, task, data, split, fmt == 1);
-        tupe_cli_end(&c);
-        return rc;
-    }
-    int training = strcmp(name, "train") == 0 || strcmp(name, "sweep") == 0;
-    if (!ckpt)
-        rc = tupe_cli_usage(&c, "--checkpoint is required");
-    else if (!vocab)
-        rc = tupe_cli_usage(&c, "--vocab is required (the vocabulary the model was trained with)");
-    else if ((training || strcmp(name, "predict") == 0) && !out)
-        rc = tupe_cli_usage(&c, "--output DIR is required");
-    else if ((training || strcmp(name, "predict") == 0) && strcmp(out, "-") == 0)
-        rc = tupe_cli_usage(&c, "%s writes a directory, not '-'", name);
-    else if (c.nargs)
-        rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
-    if (rc) {
-        tupe_cli_end(&c);
-        return rc;
-    }
-    tupe_ft_opts o;
-    memset(&o, 0, sizeof o);
-    tupe_ft_recipe(&o, recipe, t);
-    if (!training)
-        o.batch = 32, o.max_len = 0; /* the checkpoint's max_len */
-    o.data = data, o.checkpoint = ckpt, o.vocab = vocab, o.out = out;
-    o.lowercase = !ov.cased;
-    o.quiet = c.quiet;
-    o.seed = ov.seed;
-    if (ov.lr > 0) o.lr = ov.lr;
-    if (ov.have_grid) {
-        memcpy(o.grid, ov.grid.grid, sizeof o.grid);
-        o.ngrid = ov.grid.ngrid;
-    }
-    if (ov.seeds > 0) o.seeds = (int)ov.seeds;
-    if (ov.epochs > 0) o.epochs = (int)ov.epochs;
-    if (ov.batch > 0) o.batch = (int)ov.batch;
-    if (ov.max_len > 0) o.max_len = (int)ov.max_len;
-    if (ov.warmup >= 0) o.warmup_ratio = ov.warmup;
-    if (ov.dropout >= 0) o.dropout = ov.dropout;
-    if (ov.wd >= 0) o.adam.weight_decay = ov.wd;
-    if (ov.clip >= 0) o.adam.clip = ov.clip;
-    if (ov.eps >= 0) o.adam.eps = ov.eps;
-    if (ov.beta2 >= 0) o.adam.beta2 = ov.beta2;
-    if (ov.evals > 0) o.evals_per_epoch = (int)ov.evals;
-    o.max_train = (int64_t)ov.max_train;
-    o.max_dev = (int64_t)ov.max_dev;
-    tupe_backend *be = NULL;
-    if ((rc = tupe_devicearg_open(&c, device, precision, &be))) {
-        tupe_cli_end(&c);
-        return rc;
-    }
-    tupe_err e;
-    if (strcmp(name, "train") == 0) {
-        tupe_ft_scores best;
-        if (tupe_ft_train(&o, t, be, &best, &e))
-            rc = tupe_cli_error(&c, &e);
-        else if (!c.quiet) {
-            fprintf(stderr, "tupe-glue: best %s %.2f at epoch %.2f (step %lld); checkpoint %s/best\n", t->select,
-                    100 * best.select, best.epoch, (long long)best.step, out);
-        }
-        if (!rc)
-            printf("%s\t%s\t%.4f\n", t->name, t->select, best.select);
-    } else if (strcmp(name, "sweep") == 0) {
-        double med, lr;
-        if (tupe_ft_sweep(&o, t, be, &med, &lr, &e))
-            rc = tupe_cli_error(&c, &e);
-        else
-            printf("%s\t%s\tmedian of %d seeds %.2f\tbest lr %g\n", t->name, t->select, o.seeds, 100 * med, lr);
-    } else if (strcmp(name, "eval") == 0) {
-        tupe_ft_scores s;
-        if (tupe_ft_eval(&o, t, be, &s, &e))
-            rc = tupe_cli_error(&c, &e);
-        else {
-            for (int k = 0; k < s.nsets; k++) {
-                if (fmt == 1) {
-                    printf("{\"task\":\"%s\"", s.set[k]);
-                    for (int i = 0; i < s.s[k].n; i++) /* undefined (NaN) is null, as in score */
-                        printf(isnan(s.s[k].value[i]) ? ",\"%s\":null" : ",\"%s\":%.6f", s.s[k].name[i],
-                               s.s[k].value[i]);
-                    printf("}\n");
-                } else {
-                    printf("%s:", s.set[k]);
-                    for (int i = 0; i < s.s[k].n; i++)
-                        printf(" %s %.2f", s.s[k].name[i], 100 * s.s[k].value[i]);
-                    printf("\n");
-                }
-            }
-        }
-    } else {
-        if (tupe_ft_predict(&o, t, be, &e))
-            rc = tupe_cli_error(&c, &e);
-        else
-            tupe_cli_note(&c, "predictions written to %s", out);
-    }
-    tupe_backend_destroy(be);
+    rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

@@ -1,5 +1,5 @@
 /* tupe-pretrain: masked-LM pre-training of every positional-encoding variant, on one process or
- * many (mpirun, srun), resumable exactly. The loop is lib/trainer.c. */
+ * many (mpirun, srun), resumable exactly. The loop is lib/train/pretrain.c. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -58,8 +58,7 @@ static const tupe_opt train_opts[] = {
     {O_STOP_AFTER, "stop-after", 0, TUPE_REQARG, "N", "leave after N steps of this run, with a checkpoint\n(the schedule still spans --steps)", NULL},
     {O_MAX_TIME, "max-time", 0, TUPE_REQARG, "SECONDS", "leave after the step that passes this time, with a\ncheckpoint (the schedule still spans --steps)", NULL},
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
@@ -70,21 +69,23 @@ static const tupe_opt eval_opts[] = {
     {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_DEVICE, "device", 0, TUPE_REQARG, "DEV", "auto, cpu or cuda (default: $TUPE_DEVICE, else auto)", "list:auto cpu cuda"},
-    {O_PRECISION, "precision", 0, TUPE_REQARG, "P", "fp32 or bf16 (default: bf16 on cuda, fp32 on cpu)", "list:fp32 bf16"},
-    {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"},
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
+    TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
+
+static int cmd_train(tupe_cli *c, void *opts);
+static int cmd_eval(tupe_cli *c, void *opts);
 
 static const tupe_cmd cmds[] = {
     {"train", NULL, "pre-train a masked language model",
      "Trains on the training split of --data with the paper's recipe unless told otherwise:\n"
      "Adam (0.9, 0.999), eps 1e-6, weight decay 0.01, peak learning rate 1e-4 after 10k warmup\n"
      "steps, linear decay to 0, clipping at 1.0, batches of 256 sequences, 15% of positions\n"
-     "masked (80% [MASK], 10% random, 10% kept), new masks every epoch.", train_opts, NULL},
+     "masked (80% [MASK], 10% random, 10% kept), new masks every epoch.", train_opts, NULL, cmd_train},
     {"eval", NULL, "validation loss and accuracy of a checkpoint",
      "Uses fixed masks (from --seed), so that numbers compare across checkpoints and variants.",
-     eval_opts, NULL},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     eval_opts, NULL, cmd_eval},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
                                cmds, "train"};
@@ -120,59 +121,164 @@ static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
     return 0;
 }
 
+/* Both subcommands' options, as parsed. */
+typedef struct args {
+    tupe_pretrain_opts o;
+    const char *ckpt, *device, *precision;
+    int json;
+} args;
+
+/* The device and the ranks of the job; errors printed, exit status returned. */
+static int open_compute(tupe_cli *c, const args *a, tupe_backend **be, tupe_comm **comm)
+{
+    int rc = tupe_devicearg_open(c, a->device, a->precision, be);
+    if (rc)
+        return rc;
+    tupe_err e;
+    if (tupe_comm_init(comm, &e)) {
+        rc = tupe_cli_error(c, &e);
+        tupe_backend_destroy(*be);
+    }
+    return rc;
+}
+
+static int cmd_train(tupe_cli *c, void *opts)
+{
+    args *a = opts;
+    tupe_pretrain_opts *o = &a->o;
+    if (!o->data)
+        return tupe_cli_usage(c, "--data DIR is required");
+    if (!o->out)
+        return tupe_cli_usage(c, "--output DIR (the run directory) is required");
+    if (strcmp(o->out, "-") == 0)
+        return tupe_cli_usage(c, "train writes a run directory, not '-'");
+    if (c->nargs)
+        return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
+    tupe_backend *be;
+    tupe_comm *comm;
+    int rc = open_compute(c, a, &be, &comm);
+    if (rc)
+        return rc;
+    o->init = a->ckpt;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    announce = !c->quiet && tupe_comm_rank(comm) == 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    tupe_pretrain_result r;
+    tupe_err e;
+    if (tupe_pretrain_run(o, comm, be, &stop_flag, &r, &e)) {
+        rc = tupe_cli_error(c, &e);
+    } else if (r.complete && tupe_comm_rank(comm) == 0) {
+        tupe_cli_note(c, "%s is at step %lld, --steps is %lld: nothing to do (checkpoint %s)",
+                      o->out, (long long)r.step, (long long)o->steps, r.checkpoint);
+    } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
+        tupe_cli_note(c, "%s after step %lld; checkpoint %s written; continue with --resume",
+                      stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);
+    } else if (tupe_comm_rank(comm) == 0) {
+        /* NaN: the shards hold no validation sequences (tupe-shard --valid-fraction). */
+        char val[64] = "no validation set";
+        if (!isnan(r.val_loss))
+            snprintf(val, sizeof val, "validation loss %.4f", r.val_loss);
+        tupe_cli_note(c, "done: step %lld, loss of that step %.4f, %s, checkpoint %s%s", (long long)r.step,
+                      r.last_loss, val, r.checkpoint, r.skipped ? " (some updates skipped: non-finite)" : "");
+    }
+    tupe_comm_finalize(comm);
+    tupe_backend_destroy(be);
+    return rc;
+}
+
+static int cmd_eval(tupe_cli *c, void *opts)
+{
+    args *a = opts;
+    if (!a->o.data)
+        return tupe_cli_usage(c, "--data DIR is required");
+    if (!a->ckpt)
+        return tupe_cli_usage(c, "--checkpoint DIR is required");
+    if (c->nargs)
+        return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
+    tupe_backend *be;
+    tupe_comm *comm;
+    int rc = open_compute(c, a, &be, &comm);
+    if (rc)
+        return rc;
+    tupe_eval_result r;
+    tupe_err e;
+    if (tupe_eval_checkpoint(a->ckpt, a->o.data, &a->o, comm, be, &r, &e))
+        rc = tupe_cli_error(c, &e);
+    else if (tupe_comm_rank(comm) == 0) {
+        if (a->json) {
+            /* The path as a JSON string (quotes, backslashes; null if it is not UTF-8). */
+            json_t *js = json_string(a->ckpt);
+            char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+            printf("{\"checkpoint\":%s,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                   "\"masked\":%lld,\"sequences\":%lld}\n", q ? q : "null", r.loss, r.loss / M_LN2,
+                   r.acc, (long long)r.masked, (long long)r.sequences);
+            free(q);
+            json_decref(js);
+        } else
+            printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
+                   "sequences)\n", a->ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
+                   (long long)r.sequences);
+    }
+    tupe_comm_finalize(comm);
+    tupe_backend_destroy(be);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    tupe_pretrain_opts o;
-    tupe_pretrain_defaults(&o);
-    const char *ckpt = NULL, *arg;
-    const char *device = NULL, *precision = NULL;
-    int json = 0, id, rc = 0;
+    args a = {0};
+    tupe_pretrain_defaults(&a.o);
+    tupe_pretrain_opts *o = &a.o;
+    const char *arg;
+    int id, rc = 0;
     long v;
-    double x;
     uint64_t u;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         switch (id) {
-        case O_DATA: o.data = arg; break;
-        case O_OUT: o.out = arg; break;
-        case O_MODEL: o.model = arg; break;
-        case O_POSITION: o.position = arg; break;
-        case O_UNTIE: o.untie_cls = 1; break;
-        case O_TIE: o.untie_cls = 0; break;
-        case O_CKPT: ckpt = arg; break;
-        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o.batch = (int)v; break;
-        case O_MICRO: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o.micro_batch = (int)v; break;
-        case O_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o.lr); break;
-        case O_END_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o.end_lr); break;
-        case O_POWER: rc = tupe_cli_double(&c, arg, 0.01, 100, &o.power); break;
-        case O_WARMUP: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.warmup = (int64_t)u; break;
-        case O_STEPS: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.steps = (int64_t)u; break;
-        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &o.seed); break;
-        case O_BETA1: rc = tupe_cli_double(&c, arg, 0, 0.999999, &o.adam.beta1); break;
-        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &o.adam.beta2); break;
-        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &o.adam.eps); break;
-        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &o.adam.weight_decay); break;
-        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &o.adam.clip); break;
-        case O_EXCL: o.adam.exclude_ln_bias = 1; break;
-        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o.dropout); break;
-        case O_ATTN_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o.attention_dropout); break;
-        case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o.mask_prob); break;
-        case O_LOG: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.log_every = (int64_t)u; break;
-        case O_EVAL: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.eval_every = (int64_t)u; break;
-        case O_EVAL_SEQ: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.eval_sequences = (int64_t)u; break;
-        case O_SAVE: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o.save_every = (int64_t)u; break;
-        case O_KEEP: rc = tupe_cli_long(&c, arg, 1, 100000, &v); o.keep_last = (int)v; break;
-        case O_KEEP_STEP: rc = keep_steps(&c, arg, &o); break;
-        case O_RESUME: o.resume = 1; break;
-        case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o.stop_after = (int64_t)u; break;
-        case O_MAX_TIME: rc = tupe_cli_double(&c, arg, 1, 1e9, &o.max_time); break;
-        case O_SKIP: o.skip_nonfinite = 1; break;
-        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &device); break;
-        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &precision); break;
-        case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o.prefetch = (int)v; break;
-        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &json); break;
+        case O_DATA: o->data = arg; break;
+        case O_OUT: o->out = arg; break;
+        case O_MODEL: o->model = arg; break;
+        case O_POSITION: o->position = arg; break;
+        case O_UNTIE: o->untie_cls = 1; break;
+        case O_TIE: o->untie_cls = 0; break;
+        case O_CKPT: a.ckpt = arg; break;
+        case O_BATCH: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o->batch = (int)v; break;
+        case O_MICRO: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &v); o->micro_batch = (int)v; break;
+        case O_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o->lr); break;
+        case O_END_LR: rc = tupe_cli_double(&c, arg, 0, 10, &o->end_lr); break;
+        case O_POWER: rc = tupe_cli_double(&c, arg, 0.01, 100, &o->power); break;
+        case O_WARMUP: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->warmup = (int64_t)u; break;
+        case O_STEPS: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o->steps = (int64_t)u; break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &o->seed); break;
+        case O_BETA1: rc = tupe_cli_double(&c, arg, 0, 0.999999, &o->adam.beta1); break;
+        case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &o->adam.beta2); break;
+        case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &o->adam.eps); break;
+        case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &o->adam.weight_decay); break;
+        case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &o->adam.clip); break;
+        case O_EXCL: o->adam.exclude_ln_bias = 1; break;
+        case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->dropout); break;
+        case O_ATTN_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->attention_dropout); break;
+        case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o->mask_prob); break;
+        case O_LOG: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->log_every = (int64_t)u; break;
+        case O_EVAL: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->eval_every = (int64_t)u; break;
+        case O_EVAL_SEQ: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->eval_sequences = (int64_t)u; break;
+        case O_SAVE: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->save_every = (int64_t)u; break;
+        case O_KEEP: rc = tupe_cli_long(&c, arg, 1, 100000, &v); o->keep_last = (int)v; break;
+        case O_KEEP_STEP: rc = keep_steps(&c, arg, o); break;
+        case O_RESUME: o->resume = 1; break;
+        case O_STOP_AFTER: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o->stop_after = (int64_t)u; break;
+        case O_MAX_TIME: rc = tupe_cli_double(&c, arg, 1, 1e9, &o->max_time); break;
+        case O_SKIP: o->skip_nonfinite = 1; break;
+        case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
+        case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
+        case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;
+        case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.json); break;
         }
         if (rc) {
             tupe_cli_end(&c);
@@ -181,85 +287,9 @@ int main(int argc, char **argv)
     }
     if (id < 0)
         return c.exit_code;
-    (void)x;
-    o.quiet = c.quiet;
-    o.verbose = c.verbose;
-    int is_eval = strcmp(c.cmd->name, "eval") == 0;
-    if (!o.data)
-        rc = tupe_cli_usage(&c, "--data DIR is required");
-    else if (!is_eval && !o.out)
-        rc = tupe_cli_usage(&c, "--output DIR (the run directory) is required");
-    else if (!is_eval && strcmp(o.out, "-") == 0)
-        rc = tupe_cli_usage(&c, "train writes a run directory, not '-'");
-    else if (is_eval && !ckpt)
-        rc = tupe_cli_usage(&c, "--checkpoint DIR is required");
-    else if (c.nargs)
-        rc = tupe_cli_usage(&c, "unexpected argument '%s'", c.args[0]);
-    if (rc) {
-        tupe_cli_end(&c);
-        return rc;
-    }
-    tupe_backend *be = NULL;
-    if ((rc = tupe_devicearg_open(&c, device, precision, &be))) {
-        tupe_cli_end(&c);
-        return rc;
-    }
-    tupe_comm *comm;
-    tupe_err e;
-    if (tupe_comm_init(&comm, &e)) {
-        rc = tupe_cli_error(&c, &e);
-        tupe_backend_destroy(be);
-        tupe_cli_end(&c);
-        return rc;
-    }
-    if (is_eval) {
-        tupe_eval_result r;
-        if (tupe_eval_checkpoint(ckpt, o.data, &o, comm, be, &r, &e))
-            rc = tupe_cli_error(&c, &e);
-        else if (tupe_comm_rank(comm) == 0) {
-            if (json) {
-                /* The path as a JSON string (quotes, backslashes; null if it is not UTF-8). */
-                json_t *js = json_string(ckpt);
-                char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
-                printf("{\"checkpoint\":%s,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                       "\"masked\":%lld,\"sequences\":%lld}\n", q ? q : "null", r.loss, r.loss / M_LN2,
-                       r.acc, (long long)r.masked, (long long)r.sequences);
-                free(q);
-                json_decref(js);
-            } else
-                printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
-                       "sequences)\n", ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
-                       (long long)r.sequences);
-        }
-    } else {
-        o.init = ckpt;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        announce = !c.quiet && tupe_comm_rank(comm) == 0;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        tupe_pretrain_result r;
-        if (tupe_pretrain_run(&o, comm, be, &stop_flag, &r, &e)) {
-            rc = tupe_cli_error(&c, &e);
-        } else if (r.complete && tupe_comm_rank(comm) == 0) {
-            tupe_cli_note(&c, "%s is at step %lld, --steps is %lld: nothing to do (checkpoint %s)",
-                          o.out, (long long)r.step, (long long)o.steps, r.checkpoint);
-        } else if (r.interrupted && tupe_comm_rank(comm) == 0) {
-            tupe_cli_note(&c, "%s after step %lld; checkpoint %s written; continue with --resume",
-                          stop_flag ? "interrupted" : "stopped", (long long)r.step, r.checkpoint);
-        } else if (tupe_comm_rank(comm) == 0) {
-            /* NaN: the shards hold no validation sequences (tupe-shard --valid-fraction). */
-            char val[64] = "no validation set";
-            if (!isnan(r.val_loss))
-                snprintf(val, sizeof val, "validation loss %.4f", r.val_loss);
-            tupe_cli_note(&c, "done: step %lld, loss of that step %.4f, %s, checkpoint %s%s", (long long)r.step,
-                          r.last_loss, val, r.checkpoint,
-                          r.skipped ? " (some updates skipped: non-finite)" : "");
-        }
-    }
-    tupe_comm_finalize(comm);
-    tupe_backend_destroy(be);
+    o->note = tupe_cli_on_note;
+    o->note_ctx = &c;
+    rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

@@ -70,21 +70,44 @@ static const tupe_opt cat_opts[] = {
     {O_WORLD, "world", 0, TUPE_REQARG, "W", "out of W ranks (default: 1)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+static int do_write(tupe_cli *c, void *opts);
+static int do_info(tupe_cli *c, void *opts);
+static int do_verify(tupe_cli *c, void *opts);
+static int do_cat(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"write", "[FILE]...", "pack token streams into shuffled, compressed shards",
      "Reads token streams (tupe-tokenize encode; '-' or none: standard input), packs\n"
      "the documents into sequences of --seq-len ids, holds out a validation split by\n"
      "whole documents, shuffles globally within --memory, and writes a shard directory\n"
      "atomically.",
-     write_opts, "file"},
-    {"info", "DIR", "describe a shard directory", NULL, info_opts, "dir"},
-    {"verify", "DIR", "check every checksum and record of a shard directory", NULL, verify_opts, "dir"},
-    {"cat", "DIR", "write the sequences back out as a token stream or text", NULL, cat_opts, "dir"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     write_opts, "file", do_write},
+    {"info", "DIR", "describe a shard directory", NULL, info_opts, "dir", do_info},
+    {"verify", "DIR", "check every checksum and record of a shard directory", NULL, verify_opts, "dir",
+     do_verify},
+    {"cat", "DIR", "write the sequences back out as a token stream or text", NULL, cat_opts, "dir", do_cat},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-shard",
                                "packed, shuffled, compressed training shards with random access",
                                cmds, "write"};
+
+/* cat's options */
+typedef struct catopts {
+    const char *out, *vocab;
+    int split, text;
+    int has_epoch;
+    uint64_t epoch, seed;
+    uint32_t rank, world;
+    int has_seed;
+} catopts;
+
+/* Every subcommand's options, as parsed. */
+typedef struct args {
+    tupe_shard_opts write;
+    int explicit_comp, explicit_level, explicit_vshards; /* given on the command line */
+    catopts cat;
+} args;
 
 /* A full disk or a closed pipe is named, not only seen in the exit status. */
 static int flush_stdout(tupe_cli *c)
@@ -100,9 +123,12 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 
 /* ---- write ------------------------------------------------------------------------------------ */
 
-static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int explicit_level,
-                    int explicit_vshards, int explicit_seed)
+static int do_write(tupe_cli *c, void *opts)
 {
+    args *ar = opts;
+    tupe_shard_opts *o = &ar->write;
+    int explicit_comp = ar->explicit_comp, explicit_level = ar->explicit_level;
+    int explicit_vshards = ar->explicit_vshards, explicit_seed = ar->cat.has_seed;
     if (!o->output)
         return tupe_cli_usage(c, "missing -o DIR (the shard directory to write)");
     if (strcmp(o->output, "-") == 0)
@@ -161,8 +187,9 @@ static int do_write(tupe_cli *c, tupe_shard_opts *o, int explicit_comp, int expl
 
 /* ---- info ------------------------------------------------------------------------------------ */
 
-static int do_info(tupe_cli *c)
+static int do_info(tupe_cli *c, void *opts)
 {
+    (void)opts;
     if (c->nargs != 1)
         return tupe_cli_usage(c, "expected one DIR");
     const char *dir = c->args[0];
@@ -220,8 +247,9 @@ static int do_info(tupe_cli *c)
 
 static void report_problem(void *ctx, const tupe_err *p) { tupe_cli_error(ctx, p); }
 
-static int do_verify(tupe_cli *c)
+static int do_verify(tupe_cli *c, void *opts)
 {
+    (void)opts;
     if (c->nargs != 1)
         return tupe_cli_usage(c, "expected one DIR");
     tupe_err e;
@@ -236,15 +264,6 @@ static int do_verify(tupe_cli *c)
 }
 
 /* ---- cat ------------------------------------------------------------------------------------- */
-
-typedef struct catopts {
-    const char *out, *vocab;
-    int split, text;
-    int has_epoch;
-    uint64_t epoch, seed;
-    uint32_t rank, world;
-    int has_seed;
-} catopts;
 
 /* The vocabulary (vocab.txt or a BPE directory) must be the one the shards were made with. */
 static int load_vocab(const char *path, const tupe_shard_meta *m, tupe_vocab **v, tupe_err *e)
@@ -340,8 +359,9 @@ static int cat_megatron(const char *dir, const tupe_shard_meta *m, const catopts
     return rc;
 }
 
-static int do_cat(tupe_cli *c, const catopts *a)
+static int do_cat(tupe_cli *c, void *opts)
 {
+    const catopts *a = &((const args *)opts)->cat;
     if (c->nargs != 1)
         return tupe_cli_usage(c, "expected one DIR");
     if (a->rank >= a->world)
@@ -413,88 +433,87 @@ int main(int argc, char **argv)
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    tupe_shard_opts o;
-    tupe_shard_opts_init(&o);
-    catopts a = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1, 0};
-    int explicit_comp = 0, explicit_level = 0, explicit_vshards = 0, id, bad = 0, choice;
+    args ar = {.cat = {"-", NULL, TUPE_SPLIT_TRAIN, 0, 0, 0, 1, 0, 1, 0}};
+    tupe_shard_opts_init(&ar.write);
+    int id, bad = 0, choice;
     long lv;
     uint64_t u;
     const char *arg;
     while (!bad && (id = tupe_cli_next(&c, &arg)) > 0) {
         switch (id) {
         case O_OUT:
-            o.output = arg;
-            a.out = arg;
+            ar.write.output = arg;
+            ar.cat.out = arg;
             break;
         case O_SEQLEN:
             bad = tupe_cli_long(&c, arg, 2, 1L << 20, &lv);
-            o.seq_len = (uint32_t)lv;
+            ar.write.seq_len = (uint32_t)lv;
             break;
         case O_BREAK:
             bad = tupe_cli_choice(&c, arg, "full|doc", &choice);
-            o.brk = choice;
+            ar.write.brk = choice;
             break;
         case O_SEED:
             bad = tupe_cli_u64(&c, arg, 0, INT64_MAX, &u);
-            o.seed = a.seed = u;
-            a.has_seed = 1;
+            ar.write.seed = ar.cat.seed = u;
+            ar.cat.has_seed = 1;
             break;
-        case O_NOSHUF: o.shuffle = 0; break;
-        case O_VFRAC: bad = tupe_cli_double(&c, arg, 0, 0.999999, &o.valid_fraction); break;
-        case O_VSEQ: bad = tupe_cli_u64(&c, arg, 1, INT64_MAX, &o.valid_sequences); break;
+        case O_NOSHUF: ar.write.shuffle = 0; break;
+        case O_VFRAC: bad = tupe_cli_double(&c, arg, 0, 0.999999, &ar.write.valid_fraction); break;
+        case O_VSEQ: bad = tupe_cli_u64(&c, arg, 1, INT64_MAX, &ar.write.valid_sequences); break;
         case O_SHARDS:
             bad = tupe_cli_long(&c, arg, 1, 1000000, &lv);
-            o.shards = (uint32_t)lv;
+            ar.write.shards = (uint32_t)lv;
             break;
         case O_VSHARDS:
             bad = tupe_cli_long(&c, arg, 1, 1000000, &lv);
-            o.valid_shards = (uint32_t)lv;
-            explicit_vshards = 1;
+            ar.write.valid_shards = (uint32_t)lv;
+            ar.explicit_vshards = 1;
             break;
-        case O_MEMORY: bad = tupe_cli_size(&c, arg, &o.memory); break;
-        case O_TEMP: o.tmpdir = arg; break;
+        case O_MEMORY: bad = tupe_cli_size(&c, arg, &ar.write.memory); break;
+        case O_TEMP: ar.write.tmpdir = arg; break;
         case O_NOCOMP:
-            o.layout = o.layout == TUPE_LAYOUT_MEGATRON ? o.layout : TUPE_LAYOUT_RAW;
-            explicit_comp = 1;
+            ar.write.layout = ar.write.layout == TUPE_LAYOUT_MEGATRON ? ar.write.layout : TUPE_LAYOUT_RAW;
+            ar.explicit_comp = 1;
             break;
         case O_LEVEL:
             bad = tupe_cli_long(&c, arg, 1, 19, &lv);
-            o.level = (int)lv;
-            explicit_comp = explicit_level = 1;
+            ar.write.level = (int)lv;
+            ar.explicit_comp = ar.explicit_level = 1;
             break;
         case O_FRAME:
-            bad = tupe_cli_size(&c, arg, &o.frame_bytes);
-            if (!bad && (o.frame_bytes < 4096 || o.frame_bytes > ((uint64_t)256 << 20)))
+            bad = tupe_cli_size(&c, arg, &ar.write.frame_bytes);
+            if (!bad && (ar.write.frame_bytes < 4096 || ar.write.frame_bytes > ((uint64_t)256 << 20)))
                 bad = tupe_cli_usage(&c, "--frame-size: expected 4K to 256M, got '%s'", arg);
-            explicit_comp = 1;
+            ar.explicit_comp = 1;
             break;
         case O_EXPORT:
             bad = tupe_cli_choice(&c, arg, "megatron", &choice);
-            o.layout = TUPE_LAYOUT_MEGATRON;
+            ar.write.layout = TUPE_LAYOUT_MEGATRON;
             break;
-        case O_PAD: bad = special_id(&c, arg, &o.special[TUPE_SP_PAD]); break;
-        case O_UNK: bad = special_id(&c, arg, &o.special[TUPE_SP_UNK]); break;
-        case O_CLS: bad = special_id(&c, arg, &o.special[TUPE_SP_CLS]); break;
-        case O_SEP: bad = special_id(&c, arg, &o.special[TUPE_SP_SEP]); break;
-        case O_MASK: bad = special_id(&c, arg, &o.special[TUPE_SP_MASK]); break;
+        case O_PAD: bad = special_id(&c, arg, &ar.write.special[TUPE_SP_PAD]); break;
+        case O_UNK: bad = special_id(&c, arg, &ar.write.special[TUPE_SP_UNK]); break;
+        case O_CLS: bad = special_id(&c, arg, &ar.write.special[TUPE_SP_CLS]); break;
+        case O_SEP: bad = special_id(&c, arg, &ar.write.special[TUPE_SP_SEP]); break;
+        case O_MASK: bad = special_id(&c, arg, &ar.write.special[TUPE_SP_MASK]); break;
         case O_SPLIT:
-            bad = tupe_cli_choice(&c, arg, "train|valid", &a.split);
+            bad = tupe_cli_choice(&c, arg, "train|valid", &ar.cat.split);
             break;
         case O_FORMAT:
-            bad = tupe_cli_choice(&c, arg, "binary|text", &a.text);
+            bad = tupe_cli_choice(&c, arg, "binary|text", &ar.cat.text);
             break;
-        case O_VOCAB: a.vocab = arg; break;
+        case O_VOCAB: ar.cat.vocab = arg; break;
         case O_EPOCH:
-            bad = tupe_cli_u64(&c, arg, 0, UINT32_MAX, &a.epoch);
-            a.has_epoch = 1;
+            bad = tupe_cli_u64(&c, arg, 0, UINT32_MAX, &ar.cat.epoch);
+            ar.cat.has_epoch = 1;
             break;
         case O_RANK:
             bad = tupe_cli_long(&c, arg, 0, 1000000, &lv);
-            a.rank = (uint32_t)lv;
+            ar.cat.rank = (uint32_t)lv;
             break;
         case O_WORLD:
             bad = tupe_cli_long(&c, arg, 1, 1000000, &lv);
-            a.world = (uint32_t)lv;
+            ar.cat.world = (uint32_t)lv;
             break;
         }
     }
@@ -502,16 +521,7 @@ int main(int argc, char **argv)
         tupe_cli_end(&c);
         return bad ? TUPE_EUSAGE : c.exit_code;
     }
-    int rc;
-    const char *name = c.cmd->name;
-    if (strcmp(name, "write") == 0)
-        rc = do_write(&c, &o, explicit_comp, explicit_level, explicit_vshards, a.has_seed);
-    else if (strcmp(name, "info") == 0)
-        rc = do_info(&c);
-    else if (strcmp(name, "verify") == 0)
-        rc = do_verify(&c);
-    else
-        rc = do_cat(&c, &a);
+    int rc = tupe_cli_run(&c, &ar);
     tupe_cli_end(&c);
     return rc;
 }

@@ -91,25 +91,30 @@ static const tupe_opt info_opts[] = {
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORM", "text (default) or json", "list:text json"},
     OPT_DOCS, OPT_ENCODING, OPT_CASE, OPT_INVALID, OPT_END};
 
+static int cmd_train(tupe_cli *c, void *opts);
+static int cmd_encode(tupe_cli *c, void *opts);
+static int cmd_decode(tupe_cli *c, void *opts);
+static int cmd_info(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"train", "[FILE]...", "learn a vocabulary from text",
      "Learns a WordPiece vocabulary (Hugging Face WordPieceTrainer semantics) or\n"
      "fastBPE merges with a fairseq dictionary from the FILEs (default: stdin).\n"
      "The same input and options give the same vocabulary whatever --threads is.",
-     train_opts, "file"},
+     train_opts, "file", cmd_train},
     {"encode", "[FILE]...", "turn text into token ids",
      "Encodes the FILEs (default: stdin; plain, .zst, .gz, .xz, .bz2, .lz4, tar and\n"
      "zip) into a token stream for tupe-shard, or into text with --format.",
-     encode_opts, "file"},
+     encode_opts, "file", cmd_encode},
     {"decode", "[FILE]...", "turn token ids back into text",
      "Reads token streams, or text with one document of ids per line, and\n"
      "writes one line of text per document.",
-     decode_opts, "file"},
+     decode_opts, "file", cmd_decode},
     {"info", "[FILE]...", "describe a vocabulary and how it covers text",
      "Prints the vocabulary's size, special tokens and hash; with FILEs, also how\n"
      "it tokenizes them (tokens per word, unknown rate).",
-     info_opts, "file"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     info_opts, "file", cmd_info},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-tokenize", "train vocabularies and encode text", cmds, NULL};
 
@@ -270,8 +275,9 @@ static void header_for(const tupe_vocab *v, tupe_tok_header *h)
         h->special[i] = v->special[i];
 }
 
-static int cmd_encode(tupe_cli *c, const args *a)
+static int cmd_encode(tupe_cli *c, void *opts)
 {
+    const args *a = opts;
     tupe_vocab *v = NULL;
     tupe_tokenizer *t = NULL;
     tupe_corpus *corpus = NULL;
@@ -332,8 +338,9 @@ done:
 
 /* ---- decode ------------------------------------------------------------------------------- */
 
-static int cmd_decode(tupe_cli *c, const args *a)
+static int cmd_decode(tupe_cli *c, void *opts)
 {
+    const args *a = opts;
     tupe_err e;
     if (!a->vocab)
         return tupe_cli_usage(c, "--vocab is required");
@@ -369,8 +376,9 @@ static int discard(void *arg, const uint8_t *buf, size_t len, uint64_t docs, uin
     return 0;
 }
 
-static int cmd_info(tupe_cli *c, const args *a)
+static int cmd_info(tupe_cli *c, void *opts)
 {
+    const args *a = opts;
     tupe_vocab *v = NULL;
     tupe_tokenizer *t = NULL;
     int rc = load_tokenizer(c, a, &v, &t);
@@ -471,10 +479,11 @@ done:
 
 /* ---- train -------------------------------------------------------------------------------- */
 
-static int cmd_train(tupe_cli *c, const args *a)
+static int cmd_train(tupe_cli *c, void *opts)
 {
-    tupe_train_opts o;
-    tupe_train_defaults(&o, a->model == 1 ? TUPE_VOCAB_BPE : TUPE_VOCAB_WORDPIECE);
+    const args *a = opts;
+    tupe_vocabtrain_opts o;
+    tupe_vocabtrain_defaults(&o, a->model == 1 ? TUPE_VOCAB_BPE : TUPE_VOCAB_WORDPIECE);
     if (a->vocab_size)
         o.vocab_size = (size_t)a->vocab_size;
     if (a->merges)
@@ -505,8 +514,8 @@ static int cmd_train(tupe_cli *c, const args *a)
     if (rc)
         return rc;
     tupe_err e;
-    tupe_train_report rep;
-    rc = tupe_train(corpus, &o, a->out, &rep, &e);
+    tupe_vocabtrain_report rep;
+    rc = tupe_vocabtrain(corpus, &o, a->out, &rep, &e);
     tupe_corpus_close(corpus);
     if (rc)
         return tupe_cli_error(c, &e);
@@ -537,16 +546,7 @@ int main(int argc, char **argv)
         return c.exit_code;
     }
     c.threads = tupe_threads_apply(c.threads);
-    const char *name = c.cmd->name;
-    int rc;
-    if (strcmp(name, "encode") == 0)
-        rc = cmd_encode(&c, &a);
-    else if (strcmp(name, "decode") == 0)
-        rc = cmd_decode(&c, &a);
-    else if (strcmp(name, "info") == 0)
-        rc = cmd_info(&c, &a);
-    else
-        rc = cmd_train(&c, &a);
+    int rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

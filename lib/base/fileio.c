@@ -213,7 +213,6 @@ int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
 uint64_t tupe_in_lineno(const tupe_in *in) { return in->lineno; }
 uint64_t tupe_in_offset(const tupe_in *in) { return in->off + in->pos; }
 const char *tupe_in_path(const tupe_in *in) { return in->path; }
-int tupe_in_fd(const tupe_in *in) { return in->fd; }
 
 void tupe_in_close(tupe_in *in)
 {
@@ -510,7 +509,6 @@ int tupe_out_printf(tupe_out *o, tupe_err *e, const char *fmt, ...)
 }
 
 uint64_t tupe_out_offset(const tupe_out *o) { return o->off; }
-const char *tupe_out_path(const tupe_out *o) { return o->path; }
 
 static void out_free(tupe_out *o)
 {

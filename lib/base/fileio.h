@@ -38,7 +38,6 @@ uint64_t tupe_in_lineno(const tupe_in *in);
 /* Bytes consumed so far (offset of the next byte to be read). */
 uint64_t tupe_in_offset(const tupe_in *in);
 const char *tupe_in_path(const tupe_in *in);
-int tupe_in_fd(const tupe_in *in);
 void tupe_in_close(tupe_in *in);
 
 /* Whole file into memory (NUL-terminated for convenience; *len excludes the NUL). Files larger
@@ -63,7 +62,6 @@ int tupe_out_write(tupe_out *out, const void *buf, size_t n, tupe_err *e);
 int tupe_out_printf(tupe_out *out, tupe_err *e, const char *fmt, ...) TUPE_PRINTF(3, 4);
 /* Bytes written so far. */
 uint64_t tupe_out_offset(const tupe_out *out);
-const char *tupe_out_path(const tupe_out *out);
 /* Flush, fsync, rename over `path`, fsync the directory. Frees `out` whatever the result;
  * on failure the temporary file is removed and the old `path` (if any) is untouched. */
 int tupe_out_commit(tupe_out *out, tupe_err *e);

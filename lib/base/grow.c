@@ -22,3 +22,11 @@ int tupe_grow(void *pp, size_t *cap, size_t need, size_t elem)
     *cap = n;
     return 0;
 }
+
+int tupe_buf_reserve(tupe_buf *b, size_t extra) { return TUPE_RESERVE(b->p, b->cap, b->len + extra); }
+
+void tupe_buf_free(tupe_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}

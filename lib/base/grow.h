@@ -1,5 +1,5 @@
 /* Growing arrays: make room for more elements by doubling the capacity, the one pattern
- * every growable buffer of the tokenizer modules needs.
+ * every growable buffer needs; and the two arrays most modules want (32-bit values, bytes).
  *
  *   if (TUPE_RESERVE(v->ids, v->cap, v->n + extra)) return out_of_memory;
  *
@@ -31,5 +31,15 @@ static inline int tupe_u32vec_push(tupe_u32vec *a, uint32_t x)
     a->v[a->n++] = x;
     return 0;
 }
+
+/* A growing byte buffer (encoded output, file text). */
+typedef struct tupe_buf {
+    uint8_t *p;
+    size_t len, cap;
+} tupe_buf;
+
+/* Room for `extra` more bytes after len: 0, or -1 when out of memory. */
+int tupe_buf_reserve(tupe_buf *b, size_t extra);
+void tupe_buf_free(tupe_buf *b);
 
 #endif

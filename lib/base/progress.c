@@ -1,7 +1,6 @@
 #include "base/progress.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,10 +61,14 @@ void tupe_progress_start_mode(tupe_progress *p, const char *label, uint64_t tota
     p->total = total;
     p->t0 = tupe_now();
     p->last_draw = p->t0;
+    p->interval = tupe_progress_interval();
+}
+
+double tupe_progress_interval(void)
+{
     const char *iv = getenv("TUPE_PROGRESS_INTERVAL");
-    p->interval = iv && *iv ? atof(iv) : 10.0;
-    if (p->interval < 0)
-        p->interval = 0;
+    double s = iv && *iv ? atof(iv) : 10.0;
+    return s < 0 ? 0 : s;
 }
 
 void tupe_progress_start(tupe_progress *p, const char *label, uint64_t total, const char *unit,
@@ -130,7 +133,6 @@ void tupe_progress_set(tupe_progress *p, uint64_t done)
 
 void tupe_progress_add(tupe_progress *p, uint64_t delta) { tupe_progress_set(p, p->done + delta); }
 
-void tupe_progress_total(tupe_progress *p, uint64_t total) { p->total = total; }
 
 void tupe_progress_finish(tupe_progress *p)
 {
@@ -148,17 +150,11 @@ void tupe_progress_finish(tupe_progress *p)
     p->drawn = 0;
 }
 
-void tupe_progress_note(tupe_progress *p, const char *fmt, ...)
+void tupe_progress_clear(tupe_progress *p)
 {
-    if (p->mode == TUPE_PROGRESS_QUIET)
-        return;
-    if (p->drawn)
+    if (p->drawn) {
         fprintf(p->fp, "\r\033[K");
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->fp, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->fp);
-    fflush(p->fp);
-    p->drawn = 0;
+        fflush(p->fp);
+        p->drawn = 0;
+    }
 }

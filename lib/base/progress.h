@@ -37,15 +37,14 @@ void tupe_progress_start_mode(tupe_progress *p, const char *label, uint64_t tota
                               const char *unit, int mode, FILE *fp);
 void tupe_progress_set(tupe_progress *p, uint64_t done);
 void tupe_progress_add(tupe_progress *p, uint64_t delta);
-void tupe_progress_total(tupe_progress *p, uint64_t total);
 /* Final line: "label: 1.2 GB in 0:42 (29.3 MB/s)". */
 void tupe_progress_finish(tupe_progress *p);
-/* Write a message line without corrupting the bar. */
-void tupe_progress_note(tupe_progress *p, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* Erase a drawn bar, so that a line written next starts on a clean line (the bar comes back
+ * at the next update). */
+void tupe_progress_clear(tupe_progress *p);
+/* Seconds between plain lines: TUPE_PROGRESS_INTERVAL, default 10 (also for callers that
+ * report at that pace on their own). */
+double tupe_progress_interval(void);
 
 /* Helpers also used elsewhere: "1.23 GB", "45.6 k tok", "1:02:03". */
 void tupe_fmt_amount(char *dst, size_t cap, double v, const char *unit);

@@ -347,6 +347,19 @@ void tupe_cli_note(const tupe_cli *c, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int tupe_cli_run(tupe_cli *c, void *opts) { return c->cmd->run(c, opts); }
+
+void tupe_cli_on_note(void *ctx, int kind, const char *msg)
+{
+    const tupe_cli *c = ctx;
+    if (kind == TUPE_NOTE_STATUS) {
+        if (!c->quiet)
+            fprintf(stderr, "%s\n", msg);
+    } else if (kind == TUPE_NOTE_INFO || c->verbose) {
+        tupe_cli_note(c, "%s", msg);
+    }
+}
+
 int tupe_cli_next(tupe_cli *c, const char **arg)
 {
     for (;;) {

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/note.h"
 #include "base/version.h"
 
 enum tupe_arg { TUPE_NOARG = 0, TUPE_REQARG = 1, TUPE_OPTARG = 2 };
@@ -36,6 +37,8 @@ typedef struct tupe_opt {
     const char *complete; /* completion of the value: "file", "dir", "list:a b c", or NULL */
 } tupe_opt;
 
+struct tupe_cli;
+
 typedef struct tupe_cmd {
     const char *name;         /* subcommand, or NULL for a program without subcommands */
     const char *args;         /* synopsis of positional arguments, e.g. "[FILE]..." */
@@ -43,6 +46,9 @@ typedef struct tupe_cmd {
     const char *description;  /* paragraph printed under the usage line */
     const tupe_opt *opts;     /* terminated by an entry with id 0 */
     const char *args_complete;/* completion of positional arguments: "file", "dir", ... */
+    /* What the subcommand does, given the program's parsed options (tupe_cli_run): its exit
+     * status. One row per subcommand with its function, as git's builtins table. */
+    int (*run)(struct tupe_cli *c, void *opts);
 } tupe_cmd;
 
 typedef struct tupe_prog {
@@ -51,6 +57,10 @@ typedef struct tupe_prog {
     const tupe_cmd *cmds;     /* terminated by an entry with summary NULL */
     const char *default_cmd;  /* subcommand used when argv[1] names none, or NULL */
 } tupe_prog;
+
+/* The --format row of a program that writes text or JSON, defined once for every program (the
+ * id is the program's own). */
+#define TUPE_OPT_FORMAT_JSON(id) {(id), "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"}
 
 /* Ids of the common options (never returned to the caller). */
 enum { TUPE_OPT_HELP = 1000, TUPE_OPT_VERSION, TUPE_OPT_QUIET, TUPE_OPT_VERBOSE,
@@ -78,6 +88,8 @@ int tupe_cli_begin(tupe_cli *c, const tupe_prog *p, int argc, char **argv);
  * c->args); -1 when the program must stop with c->exit_code (help printed: 0; usage error
  * printed: 2). Common options are consumed here. */
 int tupe_cli_next(tupe_cli *c, const char **arg);
+/* Run the chosen subcommand's function with the program's parsed options; its exit status. */
+int tupe_cli_run(tupe_cli *c, void *opts);
 /* Release the parser (safe to call more than once, and after -1). */
 void tupe_cli_end(tupe_cli *c);
 
@@ -89,6 +101,9 @@ int tupe_cli_error(const tupe_cli *c, const tupe_err *e);
 int tupe_report(const char *prog, const tupe_err *e);
 /* A warning or note on stderr as "prog: message" (suppressed by -q when quiet != 0). */
 void tupe_cli_note(const tupe_cli *c, const char *fmt, ...) TUPE_PRINTF(2, 3);
+
+/* The note function every program gives the library (base/note.h); ctx is its tupe_cli. */
+void tupe_cli_on_note(void *ctx, int kind, const char *msg);
 
 /* Option values: each returns 0, or prints a usage error naming the option and returns 2. */
 int tupe_cli_long(tupe_cli *c, const char *s, long min, long max, long *out);

@@ -300,7 +300,7 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
         const char *n = tupe_tset_name(x.s, i);
         if (ends_with(n, ".version") || ends_with(n, "._float_tensor")) {
             tupe_tset_use(x.s, i);
-            tupe_note(o->note, o->note_ctx, 1, "%s: '%s' ignored: a buffer, not a parameter", file, n);
+            tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: '%s' ignored: a buffer, not a parameter", file, n);
         }
     }
     if ((rc = pick_head(&x, e)) || (rc = shape_config(&x, e)))
@@ -313,7 +313,7 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
             if (!tupe_tset_used(x.s, i) && strncmp(n, "classification_heads.", 21) == 0 &&
                 strncmp(n, x.head, strlen(x.head)) != 0) {
                 tupe_tset_use(x.s, i);
-                tupe_note(o->note, o->note_ctx, 0, "%s: '%s' dropped: another classification head", file, n);
+                tupe_note(o->note, o->note_ctx, TUPE_NOTE_INFO, "%s: '%s' dropped: another classification head", file, n);
             }
         }
     }
@@ -357,7 +357,7 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
         rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     free(state);
     if (!rc)
-        tupe_note(o->note, o->note_ctx, 1, "%s: %s, %d layers, %d heads, vocabulary %d, %zu parameters", ckpt,
+        tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: %s, %d layers, %d heads, vocabulary %d, %zu parameters", ckpt,
                 tupe_position_name(x.c.position), x.c.num_layers, x.c.num_heads, x.c.vocab_size,
                 tupe_model_layout(m)->nparams);
 out:

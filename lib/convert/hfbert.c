@@ -356,7 +356,7 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;
     if (!rc)
-        tupe_note(o->note, o->note_ctx, 1, "%s: model_type \"%s\" (%s), %zu parameters, %s",
+        tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: model_type \"%s\" (%s), %zu parameters, %s",
              dir, x.bert ? "bert" : "tupe", tupe_position_name(x.c->position),
              x.lay.nparams, dtype_torch(o->dtype));
 out:
@@ -506,7 +506,7 @@ static int normalize_names(import_ctx *x, tupe_err *e)
             legacy = 1;
         }
         if (legacy && !x->legacy_noted) {
-            tupe_note(x->o->note, x->o->note_ctx, 1, "%s: legacy LayerNorm.gamma/beta names read as "
+            tupe_note(x->o->note, x->o->note_ctx, TUPE_NOTE_DETAIL, "%s: legacy LayerNorm.gamma/beta names read as "
                  "LayerNorm.weight/bias", tupe_tset_file(x->s, i));
             x->legacy_noted = 1;
         }
@@ -570,7 +570,7 @@ static int zero_type_row(import_ctx *x, tupe_err *e)
     free(row);
     if (!rc && zero) {
         x->c.type_vocab_size = 0;
-        tupe_note(x->o->note, x->o->note_ctx, 1, "%s: one all-zero token type row: no token-type "
+        tupe_note(x->o->note, x->o->note_ctx, TUPE_NOTE_DETAIL, "%s: one all-zero token type row: no token-type "
              "embedding", x->src);
     }
     return rc;
@@ -742,7 +742,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         goto out;
     }
     if (x.head_missing)
-        tupe_note(o->note, o->note_ctx, 0, "%s: no masked-LM head (cls.predictions.*): initialized "
+        tupe_note(o->note, o->note_ctx, TUPE_NOTE_INFO, "%s: no masked-LM head (cls.predictions.*): initialized "
              "from seed %llu", src, (unsigned long long)o->seed);
     if (!(state = import_state(&x))) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -754,7 +754,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
         rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     if (!rc)
-        tupe_note(o->note, o->note_ctx, 1, "%s: %s, %zu parameters, %s head", ckpt,
+        tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: %s, %zu parameters, %s head", ckpt,
              tupe_position_name(x.c.position), tupe_model_layout(m)->nparams,
              x.c.num_labels ? "classification" : "masked-LM");
 out:

@@ -2,7 +2,6 @@
 
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,23 +381,11 @@ size_t tupe_tset_drop(tupe_tset *s, const char *prefix, const char *why, tupe_no
     for (size_t i = 0; i < s->n; i++)
         if (!s->ent[i].used && strncmp(s->ent[i].name, prefix, n) == 0) {
             s->ent[i].used = 1;
-            tupe_note(note, ctx, 1, "%s: '%s' dropped: %s", tupe_tset_file(s, i),
+            tupe_note(note, ctx, TUPE_NOTE_DETAIL, "%s: '%s' dropped: %s", tupe_tset_file(s, i),
                       s->ent[i].t->name, why);
             k++;
         }
     return k;
-}
-
-void tupe_note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...)
-{
-    if (!fn)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fn(ctx, level, msg);
 }
 
 long tupe_tset_unused(const tupe_tset *s)

@@ -17,15 +17,11 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/note.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/params.h"
-
-/* A remark for the user (cmd/ prints it): level 0 always (unless -q), level 1 with -v. */
-typedef void (*tupe_note_fn)(void *ctx, int level, const char *msg);
-/* Format a remark and hand it to fn (nothing when fn is NULL). */
-void tupe_note(tupe_note_fn fn, void *ctx, int level, const char *fmt, ...) TUPE_PRINTF(4, 5);
 
 typedef struct tupe_tset tupe_tset;
 

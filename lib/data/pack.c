@@ -27,16 +27,6 @@ static void put_ids(unsigned char *area, uint32_t id_bytes, uint32_t at, const u
     }
 }
 
-void tupe_rec_encode(void *recv, const uint32_t *ids, uint32_t seq_len, uint32_t id_bytes,
-                     uint32_t length)
-{
-    unsigned char *rec = recv;
-    size_t bytes = tupe_rec_bytes(seq_len, id_bytes);
-    tupe_put32le(rec, length);
-    put_ids(rec + 4, id_bytes, 0, ids, seq_len);
-    memset(rec + 4 + (size_t)seq_len * id_bytes, 0, bytes - 4 - (size_t)seq_len * id_bytes);
-}
-
 void tupe_rec_decode(const void *recv, uint32_t seq_len, uint32_t id_bytes, uint32_t *ids,
                      uint32_t *length)
 {

@@ -28,9 +28,6 @@ static inline size_t tupe_rec_bytes(uint32_t seq_len, uint32_t id_bytes)
     return (4 + (size_t)seq_len * id_bytes + 3) & ~(size_t)3;
 }
 
-/* Encode ids[0..seq_len) and length into rec (tupe_rec_bytes bytes). */
-void tupe_rec_encode(void *rec, const uint32_t *ids, uint32_t seq_len, uint32_t id_bytes,
-                     uint32_t length);
 /* Decode a record: ids[0..seq_len) (padding included) and the true length. */
 void tupe_rec_decode(const void *rec, uint32_t seq_len, uint32_t id_bytes, uint32_t *ids,
                      uint32_t *length);

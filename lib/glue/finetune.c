@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
+#include "train/rundir.h"
 
 /* ---- recipes ------------------------------------------------------------------------------- */
 
@@ -443,8 +445,21 @@ static void format_scores(char *buf, size_t cap, const tupe_ft_scores *sc)
 static void skip_print(void *ctx, const char *path, uint64_t line, const char *why)
 {
     const tupe_ft_opts *o = ctx;
-    if (!o->quiet)
-        fprintf(stderr, "tupe-glue: %s:%llu: skipped: %s\n", path, (unsigned long long)line, why);
+    tupe_note(o->note, o->note_ctx, TUPE_NOTE_INFO, "%s:%llu: skipped: %s", path,
+              (unsigned long long)line, why);
+}
+
+/* A message for the user, on a line of its own when a progress bar is drawn. */
+static void say(const tupe_ft_opts *o, tupe_progress *pr, int kind, const char *fmt, ...)
+    TUPE_PRINTF(4, 5);
+static void say(const tupe_ft_opts *o, tupe_progress *pr, int kind, const char *fmt, ...)
+{
+    if (pr)
+        tupe_progress_clear(pr);
+    va_list ap;
+    va_start(ap, fmt);
+    tupe_vnote(o->note, o->note_ctx, kind, fmt, ap);
+    va_end(ap);
 }
 
 static const char *recipe_name(int r)
@@ -513,10 +528,11 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     devsets dev;
     memset(&dev, 0, sizeof dev);
     tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
+    tupe_rundir *rdir = NULL;
     size_t *order = NULL;
     int rc;
-    if ((rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
+    if ((rc = tupe_rundir_check(o->out, &tupe_run_finetune, e)) ||
+        (rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
         (rc = tupe_glue_read(t, &t->splits[0], o->data, &train, skip_print, (void *)o, e)) ||
         (rc = encode_set(&x, &train, (size_t)o->max_train, &tr, e)) ||
         (rc = dev_load(&x, &dev, skip_print, (void *)o, e)) ||
@@ -528,21 +544,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
         (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
         goto out;
-    if ((rc = tupe_mkdir_p(o->out, e)))
+    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, -1, e)))
         goto out;
-    char path[4200];
-    /* results.json marks a finished run (sweep reads it as such): an earlier run's must not
-     * survive into this one, whose best/ and metrics replace it. */
-    snprintf(path, sizeof path, "%s/results.json", o->out);
-    if (remove(path) != 0 && errno != ENOENT) {
-        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
-        goto out;
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-    if (!(mf = fopen(path, "w"))) {
-        rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
-        goto out;
-    }
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
     int64_t total = spe * o->epochs;
@@ -557,11 +560,10 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     tupe_progress pr;
     /* A progress line between the evaluations: on a large task they are hours apart. */
     tupe_progress_start(&pr, "fine-tune", (uint64_t)total, "steps", o->quiet);
-    if (!o->quiet)
-        tupe_progress_note(&pr, "tupe-glue: %s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
-                           "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
-                           dev.ex[0].n, recipe_name(o->recipe), o->lr, o->batch, o->epochs,
-                           (long long)total, (long long)warm, (unsigned long long)o->seed);
+    say(o, &pr, TUPE_NOTE_INFO, "%s, %zu training examples, %zu dev; %s recipe, lr %.3g, "
+        "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
+        dev.ex[0].n, recipe_name(o->recipe), o->lr, o->batch, o->epochs,
+        (long long)total, (long long)warm, (unsigned long long)o->seed);
     double loss_acc = 0;
     int64_t nl = 0, step = 0;
     for (int ep = 0; ep < o->epochs && !rc; ep++) {
@@ -605,15 +607,14 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 json_object_set_new(line, "lr", json_real(tupe_lr_at(&sched, step)));
                 json_object_set_new(line, "dev", scores_json(&sc));
                 char *js = json_dumps(line, JSON_COMPACT);
-                fprintf(mf, "%s\n", js);
-                fflush(mf);
+                tupe_rundir_metric(rdir, "%s", js);
                 free(js);
                 json_decref(line);
                 int improved = !isnan(sc.select) && (isnan(best->select) || sc.select > best->select);
                 char scores[256];
                 format_scores(scores, sizeof scores, &sc);
-                tupe_progress_note(&pr, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch, (long long)step,
-                                   loss_acc / (double)nl, scores, improved ? "  (best)" : "");
+                say(o, &pr, TUPE_NOTE_STATUS, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch,
+                    (long long)step, loss_acc / (double)nl, scores, improved ? "  (best)" : "");
                 loss_acc = 0;
                 nl = 0;
                 if (improved) {
@@ -640,6 +641,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         json_object_set_new(res, "dev", scores_json(best));
         char *js = json_dumps(res, JSON_INDENT(2));
         json_decref(res);
+        char path[4200];
         snprintf(path, sizeof path, "%s/results.json", o->out);
         rc = js ? tupe_write_file(path, js, strlen(js), e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
@@ -650,8 +652,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                            "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
-    if (mf)
-        fclose(mf);
+    tupe_rundir_end(rdir);
     free(order);
     tupe_adamw_free(opt);
     dev_free(&dev);
@@ -841,10 +842,10 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                     rc = trc ? (*e = te, trc) : tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }
-                if (trc && !o->quiet)
-                    fprintf(stderr, "tupe-glue: %s: %s\n", dir, te.msg);
-            } else if (!o->quiet) {
-                fprintf(stderr, "tupe-glue: %s: done before (%s %.2f), not rerun\n", dir, t->select, 100 * sel);
+                if (trc)
+                    say(o, NULL, TUPE_NOTE_INFO, "%s: %s", dir, te.msg);
+            } else {
+                say(o, NULL, TUPE_NOTE_INFO, "%s: done before (%s %.2f), not rerun", dir, t->select, 100 * sel);
             }
             double *row = runs + ((size_t)g * (size_t)S + (size_t)s) * 3;
             row[0] = sel, row[1] = sets[0], row[2] = sets[1];

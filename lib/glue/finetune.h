@@ -8,9 +8,10 @@
  * and including the first separator, 1 after) are given to models that have a token-type
  * embedding (imported BERTs).
  *
- * A run directory holds best/ (a checkpoint: the model with its head, and in its training
- * state the task, the label strings in index order, the dev scores and the input settings),
- * metrics.jsonl (every evaluation) and results.json (the best scores). */
+ * A run directory (train/rundir.h: the rules every run directory follows) holds best/ (a
+ * checkpoint: the model with its head, and in its training state the task, the label strings
+ * in index order, the dev scores and the input settings), metrics.jsonl (every evaluation) and
+ * results.json (the best scores). */
 #ifndef TUPE_FINETUNE_H
 #define TUPE_FINETUNE_H
 
@@ -18,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
+#include "base/note.h"
 #include "glue/glue.h"
 #include "model/optim.h"
 
@@ -43,7 +45,9 @@ typedef struct tupe_ft_opts {
     int evals_per_epoch;
     int64_t max_train;         /* use the first N training examples (0: all) */
     int64_t max_dev;           /* evaluate on the first N dev examples (0: all) */
-    int quiet;
+    int quiet;                 /* no progress display */
+    tupe_note_fn note;         /* progress lines and remarks, or NULL */
+    void *note_ctx;
     /* sweep */
     double grid[TUPE_FT_MAX_GRID];
     int ngrid;                 /* 0: the recipe's grid */

@@ -286,7 +286,6 @@ void tupe_model_free(tupe_model *m)
 
 const tupe_config *tupe_model_config(const tupe_model *m) { return &m->cfg; }
 tupe_backend *tupe_model_backend(const tupe_model *m) { return m->be; }
-const tupe_capacity *tupe_model_capacity(const tupe_model *m) { return &m->cap; }
 const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
 size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }

@@ -72,7 +72,6 @@ void tupe_model_free(tupe_model *m);
 
 const tupe_config *tupe_model_config(const tupe_model *m);
 tupe_backend *tupe_model_backend(const tupe_model *m);
-const tupe_capacity *tupe_model_capacity(const tupe_model *m);
 const tupe_layout *tupe_model_layout(const tupe_model *m);
 /* Bytes of the arena (parameters, gradients, activations). */
 size_t tupe_model_arena_bytes(const tupe_model *m);

@@ -20,7 +20,7 @@ struct tupe_source {
     int kind;
     uint8_t peek[PEEK];
     size_t npeek, peekpos; /* bytes peeked, bytes of them handed on */
-    uint64_t consumed, size;
+    uint64_t consumed;
     int started, done;     /* members: the first was returned; no more */
     char *name;            /* current member's display name */
     struct archive *f;     /* decompression (raw format), or NULL */
@@ -203,13 +203,9 @@ int tupe_source_open(tupe_source **out, const char *path, tupe_err *e)
         s->own = 1;
     }
     struct stat st;
-    if (fstat(s->fd, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            tupe_source_close(s);
-            return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
-        }
-        if (S_ISREG(st.st_mode))
-            s->size = (uint64_t)st.st_size;
+    if (fstat(s->fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tupe_source_close(s);
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
     }
     ssize_t r = read_full(s->fd, s->peek, PEEK);
     if (r < 0) {
@@ -303,7 +299,6 @@ int tupe_source_read(tupe_source *s, void *buf, size_t cap, size_t *got, tupe_er
 }
 
 uint64_t tupe_source_consumed(const tupe_source *s) { return s->consumed; }
-uint64_t tupe_source_size(const tupe_source *s) { return s->size; }
 
 const char *tupe_source_kind(const tupe_source *s)
 {

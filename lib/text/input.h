@@ -23,9 +23,8 @@ int tupe_source_open(tupe_source **s, const char *path, tupe_err *e);
 int tupe_source_next(tupe_source *s, const char **name, tupe_err *e);
 /* Read from the current member: 0 with *got bytes (0 at the member's end), or an error code. */
 int tupe_source_read(tupe_source *s, void *buf, size_t cap, size_t *got, tupe_err *e);
-/* Bytes of the underlying file consumed so far, and its size (0 when unknown, e.g. a pipe). */
+/* Bytes of the underlying file consumed so far. */
 uint64_t tupe_source_consumed(const tupe_source *s);
-uint64_t tupe_source_size(const tupe_source *s);
 /* What was detected: "text", "compressed" (one compressed file) or "archive" (tar, zip). */
 const char *tupe_source_kind(const tupe_source *s);
 void tupe_source_close(tupe_source *s);

@@ -47,7 +47,6 @@ tupe_pretok *tupe_pretok_new(const tupe_pretok_opts *o)
 
 void tupe_pretok_free(tupe_pretok *p) { free(p); }
 
-const tupe_pretok_opts *tupe_pretok_opts_of(const tupe_pretok *p) { return &p->o; }
 
 void tupe_words_clear(tupe_words *w) { w->len = w->n = 0; }
 
@@ -66,16 +65,6 @@ static int reserve_bytes(tupe_words *w, size_t extra)
 static int reserve_words(tupe_words *w, size_t extra)
 {
     return TUPE_RESERVE(w->w, w->wcap, w->n + extra) ? -2 : 0;
-}
-
-int tupe_words_add(tupe_words *w, const void *bytes, size_t len, size_t nchars)
-{
-    if (reserve_bytes(w, len) || reserve_words(w, 1))
-        return -2;
-    memcpy(w->buf + w->len, bytes, len);
-    w->w[w->n++] = (tupe_word){(uint32_t)w->len, (uint32_t)len, (uint32_t)nchars};
-    w->len += len;
-    return 0;
 }
 
 /* Put the words back as they were (after running out of memory). */

@@ -51,7 +51,6 @@ typedef struct tupe_words {
 
 tupe_pretok *tupe_pretok_new(const tupe_pretok_opts *o); /* NULL when out of memory */
 void tupe_pretok_free(tupe_pretok *p);
-const tupe_pretok_opts *tupe_pretok_opts_of(const tupe_pretok *p);
 
 /* Normalize and split text[0..len), appending words to out. Returns 0; -1 when the text is not
  * UTF-8 under TUPE_INVALID_ERROR (*bad_at: offset of the first offending byte; out is then as
@@ -67,7 +66,5 @@ int tupe_pretok_run_reference(const tupe_pretok *p, const char *text, size_t len
 
 void tupe_words_clear(tupe_words *w);
 void tupe_words_free(tupe_words *w);
-/* Append one word (bytes copied); 0 or -2 when out of memory. */
-int tupe_words_add(tupe_words *w, const void *bytes, size_t len, size_t nchars);
 
 #endif

@@ -26,14 +26,6 @@ struct tupe_tokenizer {
     size_t nlit;
 };
 
-int tupe_buf_reserve(tupe_buf *b, size_t extra) { return TUPE_RESERVE(b->p, b->cap, b->len + extra); }
-
-void tupe_buf_free(tupe_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
 static int cmp_lit(const void *a, const void *b)
 {
     const literal *x = a, *y = b;
@@ -92,7 +84,6 @@ void tupe_tokenizer_free(tupe_tokenizer *t)
     free(t);
 }
 
-const tupe_vocab *tupe_tokenizer_vocab(const tupe_tokenizer *t) { return t->v; }
 
 tupe_tokctx *tupe_tokctx_new(const tupe_tokenizer *t)
 {

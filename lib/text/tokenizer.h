@@ -39,7 +39,6 @@ typedef struct tupe_tokenizer tupe_tokenizer;
 int tupe_tokenizer_new(tupe_tokenizer **t, const tupe_vocab *v, const char *codes_path,
                        const tupe_tokenizer_opts *o, tupe_err *e);
 void tupe_tokenizer_free(tupe_tokenizer *t);
-const tupe_vocab *tupe_tokenizer_vocab(const tupe_tokenizer *t);
 
 typedef struct tupe_tokstats {
     uint64_t docs, lines, bytes, words, tokens;
@@ -81,13 +80,6 @@ typedef struct tupe_encode_opts {
     size_t chunk;    /* bytes of text per chunk of work (0: 1 MiB) */
 } tupe_encode_opts;
 
-typedef struct tupe_buf {
-    uint8_t *p;
-    size_t len, cap;
-} tupe_buf;
-
-int tupe_buf_reserve(tupe_buf *b, size_t extra);
-void tupe_buf_free(tupe_buf *b);
 
 /* Encode the documents of a chunk and append their output to out: token-stream records (h
  * gives the id width), or one line per document (ids, or tokens, separated by spaces); the

@@ -30,14 +30,13 @@
 
 #include "base/error.h"
 #include "base/fileio.h"
+#include "text/vocab.h"
 
 #define TUPE_TOK_MAGIC "TUPETOKS"
 #define TUPE_TOK_VERSION 1
 #define TUPE_TOK_HEADER 64
 #define TUPE_TOK_END 0xFFFFFFFFu
 #define TUPE_TOK_MAX_DOC (1u << 28)   /* ids per document; longer is treated as corruption */
-
-enum { TUPE_SP_PAD, TUPE_SP_UNK, TUPE_SP_CLS, TUPE_SP_SEP, TUPE_SP_MASK, TUPE_SP_COUNT };
 
 typedef struct tupe_tok_header {
     uint32_t version;

@@ -16,7 +16,10 @@
 
 #include "base/error.h"
 #include "base/strtab.h"
-#include "text/tokstream.h"
+
+/* The special-token roles, in the order the token stream's and the shards' headers record
+ * their ids (man tupe-formats(5)). */
+enum { TUPE_SP_PAD, TUPE_SP_UNK, TUPE_SP_CLS, TUPE_SP_SEP, TUPE_SP_MASK, TUPE_SP_COUNT };
 
 enum tupe_vocab_kind { TUPE_VOCAB_WORDPIECE = 0, TUPE_VOCAB_BPE = 1 };
 

@@ -16,7 +16,7 @@
 
 static const char *const wp_specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
-void tupe_train_defaults(tupe_train_opts *o, int kind)
+void tupe_vocabtrain_defaults(tupe_vocabtrain_opts *o, int kind)
 {
     memset(o, 0, sizeof *o);
     o->kind = kind;
@@ -33,10 +33,10 @@ void tupe_train_defaults(tupe_train_opts *o, int kind)
 /* ---- counting ------------------------------------------------------------------------------ */
 
 typedef struct count_run {
-    const tupe_train_opts *o;
+    const tupe_vocabtrain_opts *o;
     tupe_pretok *pre;
     tupe_wordcount *wc;
-    tupe_train_report *r;
+    tupe_vocabtrain_report *r;
     tupe_corpus *c;
     tupe_progress *p;
 } count_run;
@@ -73,7 +73,7 @@ static void count_result_free(void *p)
 static int count_work(void *ctx, tupe_job *job, tupe_err *e)
 {
     count_ctx *x = ctx;
-    const tupe_train_opts *o = x->run->o;
+    const tupe_vocabtrain_opts *o = x->run->o;
     tupe_wordcount *wc = job->result;
     if (!wc) {
         if (!(wc = job->result = malloc(sizeof *wc)))
@@ -128,8 +128,8 @@ static int count_consume(void *arg, tupe_job *job, tupe_err *e)
     return 0;
 }
 
-int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *wc,
-                     tupe_train_report *r, tupe_err *e)
+int tupe_vocabtrain_count(tupe_corpus *c, const tupe_vocabtrain_opts *o, tupe_wordcount *wc,
+                          tupe_vocabtrain_report *r, tupe_err *e)
 {
     tupe_pretok_opts po = {
         .kind = o->kind == TUPE_VOCAB_BPE ? TUPE_PRETOK_WHITESPACE : TUPE_PRETOK_BERT,
@@ -213,7 +213,7 @@ static int build_words(tupe_merges *m, const tupe_wordcount *wc, const uint32_t 
 }
 
 /* Finish the vocabulary, report, and give it to the caller. */
-static int hand_over(tupe_vocab **v, const tupe_merges *m, tupe_train_report *r, tupe_vocab **out,
+static int hand_over(tupe_vocab **v, const tupe_merges *m, tupe_vocabtrain_report *r, tupe_vocab **out,
                      tupe_err *e)
 {
     int rc = tupe_vocab_finish(*v, e);
@@ -226,7 +226,7 @@ static int hand_over(tupe_vocab **v, const tupe_merges *m, tupe_train_report *r,
     return 0;
 }
 
-static int learn(tupe_merges *m, const tupe_merges_opts *mo, const tupe_train_opts *o,
+static int learn(tupe_merges *m, const tupe_merges_opts *mo, const tupe_vocabtrain_opts *o,
                  size_t total, tupe_err *e)
 {
     tupe_progress p;
@@ -272,8 +272,8 @@ static int cmp_rarest(const void *a, const void *b)
     return -c;
 }
 
-int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **out,
-                         tupe_train_report *r, tupe_err *e)
+int tupe_vocabtrain_wordpiece(tupe_wordcount *wc, const tupe_vocabtrain_opts *o, tupe_vocab **out,
+                              tupe_vocabtrain_report *r, tupe_err *e)
 {
     tupe_strtab strings;
     tupe_strtab_init(&strings);
@@ -423,8 +423,8 @@ static int64_t bpe_sym(void *arg, const char *ch, size_t n, int first, int last)
 /* fairseq's dictionary order: most frequent first, ties by bytes. */
 static int cmp_dict(const void *a, const void *b) { return cmp_rarest(b, a); }
 
-int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf *codes,
-                   tupe_vocab **out, tupe_train_report *r, tupe_err *e)
+int tupe_vocabtrain_bpe(const tupe_wordcount *wc, const tupe_vocabtrain_opts *o, tupe_buf *codes,
+                        tupe_vocab **out, tupe_vocabtrain_report *r, tupe_err *e)
 {
     tupe_strtab initial, strings;
     tupe_strtab_init(&initial);
@@ -570,8 +570,8 @@ done:
 
 /* ---- everything ------------------------------------------------------------------------------ */
 
-int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_train_report *r,
-               tupe_err *e)
+int tupe_vocabtrain(tupe_corpus *c, const tupe_vocabtrain_opts *o, const char *out,
+                    tupe_vocabtrain_report *r, tupe_err *e)
 {
     memset(r, 0, sizeof *r);
     tupe_wordcount wc;
@@ -581,16 +581,16 @@ int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_t
     /* before the work: the directory to replace must be a BPE vocabulary or empty */
     int rc = o->kind == TUPE_VOCAB_BPE ? tupe_dir_replaceable(out, "codes", "a BPE vocabulary", e) : 0;
     if (!rc)
-        rc = tupe_train_count(c, o, &wc, r, e);
+        rc = tupe_vocabtrain_count(c, o, &wc, r, e);
     if (rc)
         goto done;
     if (o->kind == TUPE_VOCAB_WORDPIECE) {
-        if ((rc = tupe_train_wordpiece(&wc, o, &v, r, e)))
+        if ((rc = tupe_vocabtrain_wordpiece(&wc, o, &v, r, e)))
             goto done;
         rc = tupe_vocab_save(v, out, e);
         goto done;
     }
-    if ((rc = tupe_train_bpe(&wc, o, &codes, &v, r, e)))
+    if ((rc = tupe_vocabtrain_bpe(&wc, o, &codes, &v, r, e)))
         goto done;
     tupe_wordcount_free(&wc);
     tupe_dirtx *tx;

@@ -29,7 +29,7 @@
  * for WordPiece and 6 times for BPE). */
 #define TUPE_TRAIN_TABLE_SHARE 6
 
-typedef struct tupe_train_opts {
+typedef struct tupe_vocabtrain_opts {
     int kind;                /* TUPE_VOCAB_WORDPIECE or TUPE_VOCAB_BPE */
     size_t vocab_size;       /* entries, specials included (BPE: fairseq's nwords) */
     size_t merges;           /* BPE */
@@ -39,33 +39,33 @@ typedef struct tupe_train_opts {
     int lowercase, strip_accents, invalid; /* as in tupe_tokenizer_opts */
     int docs, keep_title;
     int threads, quiet, verbose;
-} tupe_train_opts;
+} tupe_vocabtrain_opts;
 
-typedef struct tupe_train_report {
+typedef struct tupe_vocabtrain_report {
     uint64_t words, distinct;  /* words counted, distinct words kept */
     uint64_t pruned_words;     /* words dropped by the memory rule */
     uint64_t prune_max;        /* the largest count dropped */
     size_t vocab_size, merges;
-} tupe_train_report;
+} tupe_vocabtrain_report;
 
 /* Defaults: vocab_size 32768, merges 32640, min_frequency 2 (WordPiece, as Hugging Face's
  * BertWordPieceTokenizer.train) or 1 (BPE, as fastBPE), limit_alphabet 1000 (WordPiece),
  * memory 2 GiB, lowercase. */
-void tupe_train_defaults(tupe_train_opts *o, int kind);
+void tupe_vocabtrain_defaults(tupe_vocabtrain_opts *o, int kind);
 
 /* Everything: count, learn, write `out` (WordPiece: a vocab.txt, "-" for stdout; BPE: a
  * directory with codes and dict.txt, replaced atomically). */
-int tupe_train(tupe_corpus *c, const tupe_train_opts *o, const char *out, tupe_train_report *r,
-               tupe_err *e);
+int tupe_vocabtrain(tupe_corpus *c, const tupe_vocabtrain_opts *o, const char *out,
+                    tupe_vocabtrain_report *r, tupe_err *e);
 
 /* The steps. */
-int tupe_train_count(tupe_corpus *c, const tupe_train_opts *o, tupe_wordcount *wc,
-                     tupe_train_report *r, tupe_err *e);
+int tupe_vocabtrain_count(tupe_corpus *c, const tupe_vocabtrain_opts *o, tupe_wordcount *wc,
+                          tupe_vocabtrain_report *r, tupe_err *e);
 /* wc is emptied (its memory released) once the words have been taken from it. */
-int tupe_train_wordpiece(tupe_wordcount *wc, const tupe_train_opts *o, tupe_vocab **v,
-                         tupe_train_report *r, tupe_err *e);
+int tupe_vocabtrain_wordpiece(tupe_wordcount *wc, const tupe_vocabtrain_opts *o, tupe_vocab **v,
+                              tupe_vocabtrain_report *r, tupe_err *e);
 /* codes receives the text of the codes file. */
-int tupe_train_bpe(const tupe_wordcount *wc, const tupe_train_opts *o, tupe_buf *codes,
-                   tupe_vocab **dict, tupe_train_report *r, tupe_err *e);
+int tupe_vocabtrain_bpe(const tupe_wordcount *wc, const tupe_vocabtrain_opts *o, tupe_buf *codes,
+                        tupe_vocab **dict, tupe_vocabtrain_report *r, tupe_err *e);
 
 #endif

@@ -162,7 +162,6 @@ void tupe_wordpiece_free(tupe_wordpiece *wp)
     free(wp);
 }
 
-size_t tupe_wordpiece_slots(const tupe_wordpiece *wp) { return wp->used; }
 
 size_t tupe_wordpiece_encode(const tupe_wordpiece *wp, const uint8_t *w, size_t len,
                              size_t nchars, size_t max_chars, uint32_t *out, int *unk)

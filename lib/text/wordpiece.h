@@ -29,7 +29,4 @@ void tupe_wordpiece_free(tupe_wordpiece *wp);
 size_t tupe_wordpiece_encode(const tupe_wordpiece *wp, const uint8_t *word, size_t len,
                              size_t nchars, size_t max_chars, uint32_t *out, int *unk);
 
-/* Trie slots in use (for tests and `info`). */
-size_t tupe_wordpiece_slots(const tupe_wordpiece *wp);
-
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend_cuda.h"
+
 #if defined(TUPE_HAVE_MPI)
 #include <mpi.h>
 #endif
@@ -12,6 +14,11 @@ struct tupe_comm {
     int rank, world, local;
     const char *launcher;
     int mpi;          /* MPI was initialized by us */
+    /* tupe_comm_allreduce_dev: NCCL on nccl_be (1), or not (-1), 0 before the first call */
+    int nccl;
+    tupe_backend *nccl_be;
+    float *host;      /* the host copy otherwise */
+    size_t host_n;
 };
 
 static int env_int(const char *name, int dflt)
@@ -97,12 +104,12 @@ void tupe_comm_finalize(tupe_comm *c)
     if (c->mpi)
         MPI_Finalize();
 #endif
+    free(c->host);
     free(c);
 }
 
 int tupe_comm_rank(const tupe_comm *c) { return c->rank; }
 int tupe_comm_world(const tupe_comm *c) { return c->world; }
-int tupe_comm_local_rank(const tupe_comm *c) { return c->local; }
 const char *tupe_comm_backend(const tupe_comm *c) { return c->world > 1 ? "mpi" : "single"; }
 const char *tupe_comm_launcher(const tupe_comm *c) { return c->launcher; }
 
@@ -233,4 +240,55 @@ int tupe_comm_barrier(tupe_comm *c, tupe_err *e)
 #else
     return tupe_fail(e, TUPE_EFAIL, "no MPI in this build");
 #endif
+}
+
+#if defined(TUPE_HAVE_CUDA)
+/* NCCL for device buffers when asked (TUPE_NCCL=1) and be is a GPU: rank 0's id goes to every
+ * rank through the collectives above. 1 when set up, -1 for the host path, 0 on error. */
+static int nccl_setup(tupe_comm *c, tupe_backend *be, tupe_err *e)
+{
+    const char *v = getenv("TUPE_NCCL");
+    if (!v || strcmp(v, "1") != 0 || tupe_backend_cuda_device(be) < 0)
+        return -1;
+    char id[TUPE_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id);
+    int rc = c->rank == 0 ? tupe_backend_cuda_nccl_id(id, e) : 0;
+    int32_t bad = rc != 0;
+    if (tupe_comm_allmax_i32(c, &bad, 1, e))
+        return 0;
+    if (bad)
+        return rc ? 0 : (tupe_fail(e, TUPE_EFAIL, "NCCL: rank 0 could not make an id"), 0);
+    if (tupe_comm_bcast(c, id, sizeof id, 0, e) ||
+        tupe_backend_cuda_nccl_init(be, id, c->rank, c->world, e))
+        return 0;
+    return 1;
+}
+#endif
+
+int tupe_comm_allreduce_dev(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e)
+{
+    if (c->world == 1)
+        return 0;
+#if defined(TUPE_HAVE_CUDA)
+    if (c->nccl_be != be) {
+        c->nccl_be = be;
+        c->nccl = 0;
+    }
+    if (c->nccl == 0 && (c->nccl = nccl_setup(c, be, e)) == 0)
+        return e->code ? e->code : TUPE_EFAIL;
+    if (c->nccl > 0)
+        return tupe_backend_cuda_allreduce(be, buf, n, e);
+#endif
+    if (c->host_n < n) {
+        float *h = realloc(c->host, n * sizeof *h);
+        if (!h)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        c->host = h;
+        c->host_n = n;
+    }
+    be->download(be, c->host, buf, n, TUPE_F32);
+    int rc = tupe_comm_allreduce_f32(c, c->host, n, e);
+    if (!rc)
+        be->upload(be, buf, c->host, n, TUPE_F32);
+    return rc;
 }

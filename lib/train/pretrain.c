@@ -1,7 +1,5 @@
 #include "train/pretrain.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -9,9 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "backend/backend_cuda.h"
 #include "base/checksum.h"
 #include "base/fault.h"
 #include "base/fileio.h"
@@ -20,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "train/masking.h"
+#include "train/rundir.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
@@ -47,148 +44,11 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 
 /* ---- checkpoints of a run ----------------------------------------------------------------- */
 
-static int64_t step_of(const char *name)
-{
-    if (strncmp(name, "step-", 5) != 0)
-        return -1;
-    char *end;
-    long long v = strtoll(name + 5, &end, 10);
-    return *end || v < 0 ? -1 : v;
-}
-
-/* Steps of the complete checkpoints of a run, ascending. */
-static int list_checkpoints(const char *run_dir, int64_t **steps, size_t *n, tupe_err *e)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-    *steps = NULL;
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        /* none; a file in the way of the run directory is reported when it is created */
-        return errno == ENOENT || errno == ENOTDIR ? 0 : tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
-    size_t cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int64_t s = step_of(de->d_name);
-        if (s < 0)
-            continue; /* ".step-….tmp.…" leftovers of a killed run are not checkpoints */
-        char model[4400];
-        snprintf(model, sizeof model, "%s/%s/%s", dir, de->d_name, TUPE_CKPT_MODEL_FILE);
-        if (!tupe_path_exists(model))
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            int64_t *ns = realloc(*steps, cap * sizeof *ns);
-            if (!ns) {
-                closedir(d);
-                return tupe_fail(e, TUPE_EFAIL, "out of memory");
-            }
-            *steps = ns;
-        }
-        (*steps)[(*n)++] = s;
-    }
-    closedir(d);
-    for (size_t i = 1; i < *n; i++) /* insertion sort: a handful of entries */
-        for (size_t j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
-            int64_t t = (*steps)[j];
-            (*steps)[j] = (*steps)[j - 1];
-            (*steps)[j - 1] = t;
-        }
-    return 0;
-}
-
-static void ckpt_path(char *dst, size_t cap, const char *run_dir, int64_t step)
-{
-    snprintf(dst, cap, "%s/checkpoints/step-%08lld", run_dir, (long long)step);
-}
-
-int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e)
-{
-    int64_t *steps;
-    size_t n;
-    int rc = list_checkpoints(run_dir, &steps, &n, e);
-    if (rc)
-        return rc;
-    *step = n ? steps[n - 1] : 0;
-    if (n)
-        ckpt_path(path, cap, run_dir, *step);
-    else if (cap)
-        path[0] = 0;
-    free(steps);
-    return 0;
-}
-
 static int is_keep_step(const tupe_pretrain_opts *o, int64_t step)
 {
     for (int k = 0; k < o->n_keep_steps; k++)
         if (o->keep_steps[k] == step)
             return 1;
-    return 0;
-}
-
-/* Remove the temporary checkpoint directories (".step-….tmp.…") that a run killed while
- * saving left behind: each is as large as a checkpoint. Called after a save, when this
- * process has none of its own. */
-static void remove_leftovers(const char *run_dir)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, ".step-", 6) != 0 || !strstr(de->d_name, ".tmp."))
-            continue;
-        char p[4400];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        tupe_remove_tree(p);
-    }
-    closedir(d);
-}
-
-/* Keep the newest `keep_last` checkpoints and the listed steps; remove the others. */
-static void prune(const tupe_pretrain_opts *o)
-{
-    int64_t *steps;
-    size_t n;
-    tupe_err e;
-    remove_leftovers(o->out);
-    if (list_checkpoints(o->out, &steps, &n, &e))
-        return;
-    for (size_t i = 0; i + (size_t)o->keep_last < n; i++) {
-        if (is_keep_step(o, steps[i]))
-            continue;
-        char p[4096];
-        ckpt_path(p, sizeof p, o->out, steps[i]);
-        tupe_remove_tree(p);
-    }
-    free(steps);
-}
-
-/* An existing -o must be a run directory (or empty): its config.json and metrics.jsonl are
- * rewritten, and those of something else (a Hugging Face model, say) must not be. */
-static int check_run_dir(const char *dir, tupe_err *e)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0; /* missing (created later), or not a directory (reported when created) */
-    struct dirent *de;
-    int others = 0, run = 0;
-    while ((de = readdir(d))) {
-        const char *n = de->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        if (strcmp(n, "checkpoints") == 0 || strcmp(n, "metrics.jsonl") == 0)
-            run = 1;
-        else
-            others = 1;
-    }
-    closedir(d);
-    if (others && !run)
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no checkpoints/ "
-                         "or metrics.jsonl): not written into (choose another -o)", dir);
     return 0;
 }
 
@@ -210,7 +70,6 @@ typedef struct run {
     /* one micro-batch, packed for the model */
     int32_t *b_ids, *b_pos, *b_lab;
     uint32_t *seq;
-    int nccl;                    /* gradients all-reduced by NCCL: 0 not yet decided, 1, -1 */
 } run;
 
 static int alloc_buffers(run *r, int nseq, tupe_err *e)
@@ -559,112 +418,214 @@ static uint64_t data_identity(const tupe_shard_meta *m)
     return tupe_hash64(v, sizeof v);
 }
 
-/* ---- metrics.jsonl -------------------------------------------------------------------------- */
-
-/* On resume, drop lines logged after the checkpoint's step (a killed run may have logged a
- * few), so that the file describes the run that actually continues. */
-static int trim_metrics(const char *path, int64_t step, tupe_err *e)
+/* A message for the user (the caller's note function), from rank 0 only. */
+static void say(const run *r, int kind, const char *fmt, ...) TUPE_PRINTF(3, 4);
+static void say(const run *r, int kind, const char *fmt, ...)
 {
-    if (!tupe_path_exists(path))
-        return 0;
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 32, e);
-    if (rc)
-        return rc;
-    tupe_out *o;
-    if ((rc = tupe_out_open(&o, path, e))) {
-        free(buf);
-        return rc;
-    }
-    for (char *p = buf; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
-        long long s = -1;
-        if (sscanf(p, "{\"step\":%lld", &s) == 1 && s <= step && nl)
-            rc = tupe_out_write(o, p, n, e);
-        p += n;
-    }
-    free(buf);
-    if (rc) {
-        tupe_out_abort(o);
-        return rc;
-    }
-    return tupe_out_commit(o, e);
-}
-
-static void log_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(FILE *f, const char *fmt, ...)
-{
-    if (!f)
+    if (r->rank != 0)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    tupe_vnote(r->o->note, r->o->note_ctx, kind, fmt, ap);
     va_end(ap);
-    fputc('\n', f);
-    fflush(f);
 }
 
 /* ---- training --------------------------------------------------------------------------------- */
 
-#if defined(TUPE_HAVE_CUDA)
-/* NCCL for the gradients when asked (TUPE_NCCL=1) and the model is on a GPU: rank 0's id goes
- * to every rank through the launcher's collectives. Else (-1) the host path below. */
-static int nccl_setup(run *r, tupe_err *e)
-{
-    tupe_backend *be = tupe_model_backend(r->m);
-    const char *v = getenv("TUPE_NCCL");
-    if (!v || strcmp(v, "1") != 0 || tupe_backend_cuda_device(be) < 0)
-        return -1;
-    char id[TUPE_NCCL_ID_BYTES];
-    memset(id, 0, sizeof id);
-    int rc = r->rank == 0 ? tupe_backend_cuda_nccl_id(id, e) : 0;
-    int32_t bad = rc != 0;
-    if (tupe_comm_allmax_i32(r->comm, &bad, 1, e))
-        return 0;
-    if (bad)
-        return rc ? 0 : (tupe_fail(e, TUPE_EFAIL, "NCCL: rank 0 could not make an id"), 0);
-    if (tupe_comm_bcast(r->comm, id, sizeof id, 0, e) ||
-        tupe_backend_cuda_nccl_init(be, id, r->rank, r->world, e))
-        return 0;
-    return 1;
-}
-#endif
+/* A training run: the state shared with evaluation, and the loop's own. */
+typedef struct trainer {
+    run r;
+    tupe_shardr *rd;             /* the training split */
+    tupe_adamw *opt;
+    tupe_rundir *dir;            /* rank 0's run directory while it is written */
+    tupe_schedule sched;
+    tstate st;
+    tupe_pretrain_result *res;
+    int per_rank;                /* sequences of each step on this rank */
+    uint64_t nseq;               /* training sequences */
+    int64_t spe;                 /* steps per epoch */
+    char resume_from[4096];      /* the checkpoint the run resumes from, or "" */
+    int64_t resume_step;
+    int64_t saved_at;            /* the step of the last checkpoint written or resumed, or -1 */
+    uint64_t cur_epoch;          /* the epoch the reader is positioned in */
+    /* Since the last metrics line (last) and the last progress line of either kind (note):
+     * time, tokens, summed loss and steps. */
+    double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
+    int64_t tok_last, n_acc, tok_note, n_note;
+} trainer;
 
-static int grads_allreduce(run *r, float **host, tupe_err *e)
+/* Options that need no data: refused before any file is opened. */
+static int check_options(trainer *t, tupe_err *e)
 {
-    if (r->world == 1)
+    const tupe_pretrain_opts *o = t->r.o;
+    if (o->batch <= 0 || o->batch % t->r.world)
+        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, t->r.world);
+    t->per_rank = o->batch / t->r.world;
+    t->r.mb = o->micro_batch > 0 ? o->micro_batch : t->per_rank;
+    if (t->per_rank % t->r.mb)
+        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
+                         "rank (--batch %d over %d ranks)", t->r.mb, t->per_rank, o->batch, t->r.world);
+    tupe_config c;
+    memset(&c, 0, sizeof c);
+    return apply_variant(o, &c, e);
+}
+
+/* The run directory: a new run, or the latest checkpoint of the one to resume. */
+static int find_run(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    int rc;
+    if ((rc = tupe_rundir_check(o->out, &tupe_run_pretrain, e)) ||
+        (rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from, &t->resume_step, e)))
+        return rc;
+    if (!o->resume && t->resume_from[0])
+        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
+         * and mix two runs in one directory. */
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
+                         "--resume continues it; to start over, remove it or choose another -o",
+                         o->out, (long long)t->resume_step);
+    return 0;
+}
+
+static int open_data(trainer *t, tupe_err *e)
+{
+    int rc = open_reader(&t->r, &t->rd, TUPE_SPLIT_TRAIN, 1, e);
+    if (rc)
+        return rc;
+    t->r.meta = tupe_shardr_meta(t->rd);
+    t->r.seq_len = t->r.meta->seq_len;
+    t->nseq = tupe_shardr_size(t->rd);
+    t->spe = (int64_t)(t->nseq / (uint64_t)t->r.o->batch);
+    if (t->spe == 0)
+        return tupe_fail(e, TUPE_EDATA, "%s: the training split has %llu sequences, fewer than one "
+                         "batch of %d", t->r.o->data, (unsigned long long)t->nseq, t->r.o->batch);
+    return 0;
+}
+
+static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
+{
+    int rc;
+    if ((rc = resolve_config(&t->r, t->resume_from[0] ? t->resume_from : NULL, e)) ||
+        (rc = mask_setup(&t->r, e)) || (rc = alloc_buffers(&t->r, t->per_rank, e)) ||
+        (rc = create_model(&t->r, be, e)) || (rc = tupe_adamw_create(&t->opt, t->r.m, &t->r.o->adam, e)))
+        return rc;
+    tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
+    t->st = st;
+    return 0;
+}
+
+/* The weights and the training state: the checkpoint resumed (which must continue this run's
+ * data order), the --checkpoint to start from, or a fresh initialization. A run resumed at or
+ * past --steps is complete: nothing more to do. */
+static int load_weights(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    const char *from = t->resume_from;
+    char *js = NULL;
+    int rc;
+    if (!from[0]) {
+        if (!o->init)
+            return tupe_model_init(t->r.m, o->seed, e);
+        if (!(rc = tupe_ckpt_load(o->init, t->r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            rc = check_vocab_hash(&t->r, o->init, js, e);
+        free(js);
+        return rc;
+    }
+    if ((rc = tupe_ckpt_load(from, t->r.m, t->opt, &js, 0, e)))
+        return rc;
+    tstate saved;
+    rc = parse_state(js, from, &saved, e);
+    free(js);
+    if (rc)
+        return rc;
+    if (saved.batch != o->batch)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
+                         "(now %d) to continue the same data order", from, saved.batch, o->batch);
+    if (saved.has_seed && saved.seed != o->seed)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                         "(now %llu) to continue the same data order, masks and dropout", from,
+                         (unsigned long long)saved.seed, (unsigned long long)o->seed);
+    if (saved.step != t->resume_step)
+        return tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
+                         "damaged?)", from, (long long)saved.step);
+    if (saved.data_hash != t->st.data_hash)
+        return tupe_fail(e, TUPE_EDATA, "%s was trained on other shards than %s", from, o->data);
+    t->st = saved;
+    snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", from);
+    if (t->st.step >= o->steps) {
+        /* A requeued job of a finished run: leave the run directory as it is. */
+        t->res->step = t->st.step;
+        t->res->complete = 1;
+    }
+    return 0;
+}
+
+/* Rank 0 opens the run directory and writes the model's configuration into it. */
+static int start_run_dir(trainer *t, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    if (t->r.rank != 0)
         return 0;
-    tupe_backend *be = tupe_model_backend(r->m);
-    size_t n = tupe_model_layout(r->m)->total;
-#if defined(TUPE_HAVE_CUDA)
-    if (r->nccl == 0 && (r->nccl = nccl_setup(r, e)) == 0)
-        return e->code ? e->code : TUPE_EFAIL;
-    if (r->nccl > 0)
-        return tupe_backend_cuda_allreduce(be, tupe_model_grads(r->m), n, e);
-#endif
-    if (!*host && !(*host = malloc(n * sizeof **host)))
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    be->download(be, *host, tupe_model_grads(r->m), n, TUPE_F32);
-    int rc = tupe_comm_allreduce_f32(r->comm, *host, n, e);
-    if (!rc)
-        be->upload(be, tupe_model_grads(r->m), *host, n, TUPE_F32);
+    int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, t->resume_from[0] ? t->st.step : -1, e);
+    if (rc)
+        return rc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", o->out);
+    char *cj = tupe_config_json(&t->r.cfg, 2);
+    size_t cl = cj ? strlen(cj) : 0;
+    char *line = cj ? realloc(cj, cl + 2) : NULL;
+    if (line) {
+        line[cl] = '\n';
+        line[cl + 1] = 0;
+        rc = tupe_write_file(path, line, cl + 1, e);
+    } else {
+        free(cj);
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    free(line);
     return rc;
 }
 
-static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, tupe_err *e)
+/* What is about to run, and the options that will not do what they seem to. */
+static void announce(const trainer *t)
 {
+    const tupe_pretrain_opts *o = t->r.o;
+    const run *r = &t->r;
+    say(r, TUPE_NOTE_INFO, "%s%s, %d layers x %d, vocabulary %d; %llu training "
+        "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
+        tupe_position_name(r->cfg.position),
+        tupe_cfg_tupe(&r->cfg) && !r->cfg.untie_cls ? " (tie-cls)" : "",
+        r->cfg.num_layers, r->cfg.hidden_size, r->cfg.vocab_size,
+        (unsigned long long)t->nseq, r->seq_len, o->batch, r->world, r->world > 1 ? "s" : "",
+        t->per_rank / r->mb, t->per_rank / r->mb > 1 ? "es" : "", r->mb,
+        (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
+    if (t->resume_from[0])
+        say(r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", t->resume_from, (long long)t->st.step);
+    else if (o->resume)
+        say(r, TUPE_NOTE_INFO, "--resume: no checkpoint in %s/checkpoints yet: a new run", o->out);
+    for (int k = 0; k < o->n_keep_steps; k++)
+        if (o->keep_steps[k] > o->steps)
+            say(r, TUPE_NOTE_INFO, "warning: --keep-step %lld is past the last step "
+                "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k], (long long)o->steps);
+    if (o->warmup > o->steps) /* the default warmup is 10,000 steps */
+        say(r, TUPE_NOTE_INFO, "warning: --warmup %lld is longer than --steps %lld: the "
+            "learning rate rises to %.3g at most, never to its peak of %g",
+            (long long)o->warmup, (long long)o->steps, tupe_lr_at(&t->sched, o->steps), o->lr);
+}
+
+static int save(trainer *t, tupe_err *e)
+{
+    run *r = &t->r;
     int rc = 0;
     if (r->rank == 0) {
         char dir[4096];
-        ckpt_path(dir, sizeof dir, r->o->out, st->step);
-        char *js = state_json(st, r);
-        rc = js ? tupe_ckpt_save(dir, r->m, opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
+        tupe_rundir_checkpoint(dir, sizeof dir, r->o->out, t->st.step);
+        char *js = state_json(&t->st, r);
+        rc = js ? tupe_ckpt_save(dir, r->m, t->opt, js, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         free(js);
         if (!rc) {
-            snprintf(res->checkpoint, sizeof res->checkpoint, "%s", dir);
-            prune(r->o);
+            snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", dir);
+            tupe_rundir_prune(r->o->out, r->o->keep_last, r->o->keep_steps, r->o->n_keep_steps);
         }
     }
     /* Every rank learns whether the checkpoint exists before going on. */
@@ -674,350 +635,231 @@ static int save(run *r, tupe_adamw *opt, tstate *st, tupe_pretrain_result *res, 
         return rc ? rc : tupe_fail(e, e2.code, "%s", e2.msg);
     if (failed && !rc)
         return tupe_fail(e, TUPE_EIO, "rank 0 could not write the checkpoint of step %lld",
-                         (long long)st->step);
+                         (long long)t->st.step);
+    if (!rc)
+        t->saved_at = t->st.step;
     return rc;
+}
+
+/* One optimizer step: this rank's sequences read and masked, forward and backward over its
+ * micro-batches, gradients and loss summed over the ranks, the update (or, with
+ * --skip-nonfinite, none for a non-finite loss or gradient). *loss and *norm are the step's. */
+static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+{
+    run *r = &t->r;
+    const tupe_pretrain_opts *o = r->o;
+    uint64_t epoch = (uint64_t)((step - 1) / t->spe);
+    uint64_t consumed = (uint64_t)((step - 1) % t->spe) * (uint64_t)o->batch;
+    int rc;
+    if (epoch != t->cur_epoch) {
+        if ((rc = tupe_shardr_seek(t->rd, epoch, consumed, e)))
+            return rc;
+        t->cur_epoch = epoch;
+    }
+    int64_t masked = 0, tokens = 0;
+    int got = read_masked(r, t->rd, (uint32_t)epoch, t->per_rank, &masked, &tokens, e);
+    if (got < 0)
+        return e->code;
+    if (got != t->per_rank)
+        return tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
+                         o->data, r->rank, got, t->per_rank);
+    uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
+    if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
+        return rc;
+    tupe_model_zero_grad(r->m);
+    double sums[2] = {0, 0};
+    for (int k = 0; k < t->per_rank / r->mb; k++) {
+        tupe_batch b;
+        make_batch(r, k * r->mb, r->mb, &b);
+        b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
+        b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)r->rank * (uint64_t)t->per_rank +
+                          (uint64_t)k * (uint64_t)r->mb;
+        if (b.M == 0)
+            continue; /* nothing masked in this micro-batch: no gradient */
+        tupe_step ts = {o->seed, (uint32_t)step};
+        tupe_fwd_out fo;
+        if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
+            return rc;
+        sums[0] += fo.loss_sum;
+        sums[1] += (double)fo.correct;
+    }
+    if ((rc = tupe_comm_allreduce_dev(r->comm, tupe_model_backend(r->m), tupe_model_grads(r->m),
+                                      tupe_model_layout(r->m)->total, e)) ||
+        (rc = tupe_comm_allreduce_f64(r->comm, sums, 2, e)))
+        return rc;
+    *loss = counts[0] ? sums[0] / (double)counts[0] : 0;
+    *norm = tupe_grad_norm(r->m);
+    if (tupe_fault_hit("trainer.nonfinite"))
+        *loss = NAN; /* fault injection for the tests of the non-finite handling */
+    if (!isfinite(*loss) || !isfinite(*norm)) {
+        if (!o->skip_nonfinite)
+            return tupe_fail(e, TUPE_EFAIL, "step %lld: non-finite %s (loss %g, gradient norm %g); "
+                             "stopped. The last good checkpoint is %s; --skip-nonfinite skips such "
+                             "steps instead", (long long)step, isfinite(*loss) ? "gradient" : "loss",
+                             *loss, *norm, t->res->checkpoint[0] ? t->res->checkpoint : "(none yet)");
+        t->st.skipped++;
+        say(r, TUPE_NOTE_INFO, "step %lld: non-finite loss or gradient, update skipped (%lld so far)",
+            (long long)step, (long long)t->st.skipped);
+    } else {
+        tupe_adamw_step(t->opt, tupe_lr_at(&t->sched, step), *norm);
+    }
+    t->st.step = step;
+    t->st.tokens += (int64_t)counts[1];
+    t->res->step = step;
+    t->res->last_loss = *loss;
+    return 0;
 }
 
 /* "step 10/30  loss 10.1063 (14.580 bits)  lr 0.0008  |g| 1.48  7906 tok/s  ETA 0:03": the
  * loss is the mean over the steps since the previous line, which took step_s each. */
-static void progress_line(tupe_progress *pr, int64_t step, int64_t steps, double loss, double lr,
+static void progress_line(const run *r, int64_t step, int64_t steps, double loss, double lr,
                           double norm, double tps, double step_s)
 {
     char eta[24];
     tupe_fmt_duration(eta, sizeof eta, step_s * (double)(steps - step));
-    tupe_progress_note(pr, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
-                       (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+    say(r, TUPE_NOTE_STATUS, "step %lld/%lld  loss %.4f (%.3f bits)  lr %.3g  |g| %.3g  %.0f tok/s  ETA %s",
+        (long long)step, (long long)steps, loss, loss / M_LN2, lr, norm, tps, eta);
+}
+
+/* After a step: a metrics line and a progress line every --log-every steps (and at the last),
+ * and between them a progress line at the progress interval, for slow runs. */
+static void report_step(trainer *t, int64_t step, double loss, double norm)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    t->loss_acc += loss;
+    t->n_acc++;
+    t->note_acc += loss;
+    t->n_note++;
+    double now = tupe_now();
+    t->st.elapsed = now - t->t0;
+    int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
+    if (log_now) {
+        double dt = now - t->t_last, tps = dt > 0 ? (double)(t->st.tokens - t->tok_last) / dt : 0;
+        double avg = t->loss_acc / (double)t->n_acc, lr = tupe_lr_at(&t->sched, step);
+        progress_line(&t->r, step, o->steps, avg, lr, norm, tps, dt / (double)t->n_acc);
+        tupe_rundir_metric(t->dir, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
+                           "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
+                           (long long)step, (unsigned long long)((step - 1) / t->spe), avg, avg / M_LN2,
+                           lr, norm, tps, (long long)t->st.tokens, t->st.elapsed);
+        t->t_last = now;
+        t->tok_last = t->st.tokens;
+        t->loss_acc = 0;
+        t->n_acc = 0;
+    }
+    if (o->log_every > 0 && !log_now && now - t->t_note >= t->interval) {
+        /* A slow run (a large model on a CPU) says how it goes at the progress interval
+         * between its --log-every lines (a progress line, not a metrics line). */
+        double dt = now - t->t_note;
+        progress_line(&t->r, step, o->steps, t->note_acc / (double)t->n_note, tupe_lr_at(&t->sched, step),
+                      norm, dt > 0 ? (double)(t->st.tokens - t->tok_note) / dt : 0, dt / (double)t->n_note);
+    }
+    if (log_now || now - t->t_note >= t->interval) {
+        t->t_note = now;
+        t->tok_note = t->st.tokens;
+        t->note_acc = 0;
+        t->n_note = 0;
+    }
+}
+
+/* The validation of step `step`, reported as a progress line and a metrics line. */
+static int validate(trainer *t, int64_t step, tupe_err *e)
+{
+    tupe_eval_result ev;
+    int rc = evaluate(&t->r, t->r.o->eval_sequences, &ev, e);
+    if (rc || ev.masked == 0)
+        return rc;
+    t->res->val_loss = ev.loss;
+    t->res->val_acc = ev.acc;
+    say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
+        "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2, 100 * ev.acc, (long long)ev.sequences);
+    tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
+                       "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
+                       (long long)ev.masked);
+    return 0;
+}
+
+/* Whether to leave after this step: a signal, --stop-after or --max-time (rank 0's clock);
+ * every rank gets the same answer. */
+static int stop_now(trainer *t, int64_t step, volatile sig_atomic_t *stop, int *flag, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    int32_t f = (stop && *stop) || (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
+                (t->r.rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
+    int rc = tupe_comm_allmax_i32(t->r.comm, &f, 1, e);
+    *flag = f;
+    return rc;
+}
+
+/* Steps until --steps, a stop, or an error; then, at the end of the schedule, the final
+ * validation and checkpoint. */
+static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = t->r.o;
+    t->interval = tupe_progress_interval();
+    t->t_last = t->t_start = t->t_note = tupe_now();
+    t->t0 = t->t_last - t->st.elapsed;
+    t->tok_last = t->tok_note = t->st.tokens;
+    t->saved_at = t->resume_from[0] ? t->st.step : -1;
+    t->cur_epoch = UINT64_MAX;
+    int rc = 0;
+    for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
+        double loss = 0, norm = 0;
+        if ((rc = train_step(t, step, &loss, &norm, e)))
+            break;
+        report_step(t, step, loss, norm);
+        if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps && (rc = validate(t, step, e)))
+            break;
+        /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
+        if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
+            step != o->steps && (rc = save(t, e)))
+            break;
+        int flag;
+        if ((rc = stop_now(t, step, stop, &flag, e)))
+            break;
+        if (flag) {
+            if (t->saved_at != step)
+                rc = save(t, e);
+            t->res->interrupted = !rc;
+            break;
+        }
+    }
+    if (!rc && !t->res->interrupted && t->st.step == o->steps) {
+        if ((rc = validate(t, t->st.step, e)))
+            return rc;
+        if (t->saved_at != t->st.step)
+            rc = save(t, e);
+    }
+    t->res->skipped = t->st.skipped;
+    return rc;
 }
 
 int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,
-                   volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
+                      volatile sig_atomic_t *stop, tupe_pretrain_result *res, tupe_err *e)
 {
     memset(res, 0, sizeof *res);
     res->val_loss = res->val_acc = NAN;
-    run r;
-    memset(&r, 0, sizeof r);
-    r.o = o;
-    r.comm = comm;
-    r.rank = tupe_comm_rank(comm);
-    r.world = tupe_comm_world(comm);
-    int rc = 0;
-    tupe_shardr *rd = NULL;
-    tupe_adamw *opt = NULL;
-    FILE *mf = NULL;
-    float *host = NULL;
-    char resume_from[4096] = "";
-    int64_t resume_step = 0;
-
-    if (o->batch <= 0 || o->batch % r.world)
-        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, r.world);
-    int per_rank = o->batch / r.world;
-    r.mb = o->micro_batch > 0 ? o->micro_batch : per_rank;
-    if (per_rank % r.mb)
-        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
-                         "rank (--batch %d over %d ranks)", r.mb, per_rank, o->batch, r.world);
-    if ((rc = check_run_dir(o->out, e)) ||
-        (rc = tupe_pretrain_latest(o->out, resume_from, sizeof resume_from, &resume_step, e)))
-        return rc;
-    if (!o->resume && resume_from[0])
-        /* A new run here would have its checkpoints pruned in favour of the old run's later ones
-         * and mix two runs in one directory. */
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s already holds a run (checkpoints up to step %lld): "
-                         "--resume continues it; to start over, remove it or choose another -o",
-                         o->out, (long long)resume_step);
-    if ((rc = open_reader(&r, &rd, TUPE_SPLIT_TRAIN, 1, e)))
-        return rc;
-    r.meta = tupe_shardr_meta(rd);
-    r.seq_len = r.meta->seq_len;
-    uint64_t N = tupe_shardr_size(rd);
-    int64_t spe = (int64_t)(N / (uint64_t)o->batch);
-    if (spe == 0) {
-        rc = tupe_fail(e, TUPE_EDATA, "%s: the training split has %llu sequences, fewer than one "
-                       "batch of %d", o->data, (unsigned long long)N, o->batch);
-        goto out;
-    }
-    if ((rc = resolve_config(&r, resume_from[0] ? resume_from : NULL, e)) ||
-        (rc = mask_setup(&r, e)) || (rc = alloc_buffers(&r, per_rank, e)) ||
-        (rc = create_model(&r, be, e)) || (rc = tupe_adamw_create(&opt, r.m, &o->adam, e)))
-        goto out;
-
-    tstate st = {0, 0, 0, data_identity(r.meta), o->batch, 0, 0, 0};
-    if (resume_from[0]) {
-        char *js = NULL;
-        if ((rc = tupe_ckpt_load(resume_from, r.m, opt, &js, 0, e)))
-            goto out;
-        tstate saved;
-        rc = parse_state(js, resume_from, &saved, e);
-        free(js);
-        if (rc)
-            goto out;
-        if (saved.batch != o->batch) {
-            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
-                           "(now %d) to continue the same data order", resume_from, saved.batch, o->batch);
-            goto out;
-        }
-        if (saved.has_seed && saved.seed != o->seed) {
-            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
-                           "(now %llu) to continue the same data order, masks and dropout", resume_from,
-                           (unsigned long long)saved.seed, (unsigned long long)o->seed);
-            goto out;
-        }
-        if (saved.step != resume_step) {
-            rc = tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
-                           "damaged?)", resume_from, (long long)saved.step);
-            goto out;
-        }
-        if (saved.data_hash != st.data_hash) {
-            rc = tupe_fail(e, TUPE_EDATA, "%s was trained on other shards than %s", resume_from, o->data);
-            goto out;
-        }
-        st = saved;
-        snprintf(res->checkpoint, sizeof res->checkpoint, "%s", resume_from);
-        if (st.step >= o->steps) {
-            /* A requeued job of a finished run: leave the run directory as it is. */
-            res->step = st.step;
-            res->complete = 1;
-            goto out;
-        }
-    } else if (o->init) {
-        char *js = NULL;
-        if (!(rc = tupe_ckpt_load(o->init, r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
-            rc = check_vocab_hash(&r, o->init, js, e);
-        free(js);
-        if (rc)
-            goto out;
-    } else if ((rc = tupe_model_init(r.m, o->seed, e))) {
-        goto out;
-    }
-
-    if (r.rank == 0) {
-        if ((rc = tupe_mkdir_p(o->out, e)))
-            goto out;
-        char path[4200];
-        snprintf(path, sizeof path, "%s/config.json", o->out);
-        char *cj = tupe_config_json(&r.cfg, 2);
-        size_t cl = cj ? strlen(cj) : 0;
-        char *line = cj ? realloc(cj, cl + 2) : NULL;
-        if (line) {
-            line[cl] = '\n';
-            line[cl + 1] = 0;
-            rc = tupe_write_file(path, line, cl + 1, e);
-        } else {
-            free(cj);
-            rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-        }
-        free(line);
-        if (rc)
-            goto out;
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-        if (!resume_from[0]) {
-            if (tupe_path_exists(path) && unlink(path) != 0) {
-                rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-                goto out;
-            }
-        } else if ((rc = trim_metrics(path, st.step, e))) {
-            goto out;
-        }
-        mf = fopen(path, "a");
-        if (!mf) {
-            rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-            goto out;
-        }
-    }
-
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    t->r.o = o;
+    t->r.comm = comm;
+    t->r.rank = tupe_comm_rank(comm);
+    t->r.world = tupe_comm_world(comm);
+    t->res = res;
     tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
-    int quiet = o->quiet || r.rank != 0;
-    tupe_progress pr;
-    tupe_progress_start(&pr, "pretrain", 0, "", quiet);
-    if (!quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: %s%s, %d layers x %d, vocabulary %d; %llu training "
-                           "sequences of %u tokens; batch %d (%d rank%s x %d micro-batch%s of %d); %lld steps%s",
-                           tupe_position_name(r.cfg.position),
-                           tupe_cfg_tupe(&r.cfg) && !r.cfg.untie_cls ? " (tie-cls)" : "",
-                           r.cfg.num_layers, r.cfg.hidden_size, r.cfg.vocab_size,
-                           (unsigned long long)N, r.seq_len, o->batch, r.world, r.world > 1 ? "s" : "",
-                           per_rank / r.mb, per_rank / r.mb > 1 ? "es" : "", r.mb,
-                           (long long)o->steps, resume_from[0] ? "; resuming" : "");
-    if (resume_from[0] && !quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: resumed from %s (step %lld)", resume_from, (long long)st.step);
-    else if (o->resume && !quiet)
-        tupe_progress_note(&pr, "tupe-pretrain: --resume: no checkpoint in %s/checkpoints yet: a new run",
-                           o->out);
-    for (int k = 0; k < o->n_keep_steps && !quiet; k++)
-        if (o->keep_steps[k] > o->steps)
-            tupe_progress_note(&pr, "tupe-pretrain: warning: --keep-step %lld is past the last step "
-                               "(--steps %lld): no such checkpoint", (long long)o->keep_steps[k],
-                               (long long)o->steps);
-    if (o->warmup > o->steps && !quiet) /* the default warmup is 10,000 steps */
-        tupe_progress_note(&pr, "tupe-pretrain: warning: --warmup %lld is longer than --steps %lld: the "
-                           "learning rate rises to %.3g at most, never to its peak of %g",
-                           (long long)o->warmup, (long long)o->steps, tupe_lr_at(&sched, o->steps), o->lr);
-
-    double t_last = tupe_now(), t0 = t_last - st.elapsed, t_start = t_last, loss_acc = 0;
-    int64_t tok_last = st.tokens, n_acc = 0, saved_at = resume_from[0] ? st.step : -1;
-    /* the same since the last line on stderr, metrics line or progress-interval line */
-    double t_note = t_last, note_acc = 0;
-    int64_t tok_note = tok_last, n_note = 0;
-    uint64_t cur_epoch = UINT64_MAX;
-    int64_t last_step = st.step;
-    for (int64_t step = st.step + 1; step <= o->steps; step++) {
-        uint64_t epoch = (uint64_t)((step - 1) / spe);
-        uint64_t consumed = (uint64_t)((step - 1) % spe) * (uint64_t)o->batch;
-        if (epoch != cur_epoch) {
-            if ((rc = tupe_shardr_seek(rd, epoch, consumed, e)))
-                break;
-            cur_epoch = epoch;
-        }
-        int64_t masked = 0, tokens = 0;
-        int got = read_masked(&r, rd, (uint32_t)epoch, per_rank, &masked, &tokens, e);
-        if (got < 0) {
-            rc = e->code;
-            break;
-        }
-        if (got != per_rank) {
-            rc = tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
-                           o->data, r.rank, got, per_rank);
-            break;
-        }
-        uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
-        if ((rc = tupe_comm_allreduce_u64(comm, counts, 2, e)))
-            break;
-        tupe_model_zero_grad(r.m);
-        double sums[2] = {0, 0};
-        for (int k = 0; k < per_rank / r.mb && !rc; k++) {
-            tupe_batch b;
-            make_batch(&r, k * r.mb, r.mb, &b);
-            b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
-            b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)r.rank * (uint64_t)per_rank +
-                              (uint64_t)k * (uint64_t)r.mb;
-            if (b.M == 0)
-                continue; /* nothing masked in this micro-batch: no gradient */
-            tupe_step ts = {o->seed, (uint32_t)step};
-            tupe_fwd_out fo;
-            if ((rc = tupe_model_forward(r.m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r.m, e)))
-                break;
-            sums[0] += fo.loss_sum;
-            sums[1] += (double)fo.correct;
-        }
-        if (rc || (rc = grads_allreduce(&r, &host, e)) || (rc = tupe_comm_allreduce_f64(comm, sums, 2, e)))
-            break;
-        double loss = counts[0] ? sums[0] / (double)counts[0] : 0;
-        double norm = tupe_grad_norm(r.m);
-        if (tupe_fault_hit("trainer.nonfinite"))
-            loss = NAN; /* fault injection for the tests of the non-finite handling */
-        if (!isfinite(loss) || !isfinite(norm)) {
-            if (!o->skip_nonfinite) {
-                rc = tupe_fail(e, TUPE_EFAIL, "step %lld: non-finite %s (loss %g, gradient norm %g); "
-                               "stopped. The last good checkpoint is %s; --skip-nonfinite skips such "
-                               "steps instead", (long long)step, isfinite(loss) ? "gradient" : "loss",
-                               loss, norm, res->checkpoint[0] ? res->checkpoint : "(none yet)");
-                break;
-            }
-            st.skipped++;
-            if (!quiet)
-                tupe_progress_note(&pr, "tupe-pretrain: step %lld: non-finite loss or gradient, update "
-                                   "skipped (%lld so far)", (long long)step, (long long)st.skipped);
-        } else {
-            tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
-        }
-        st.step = last_step = step;
-        st.tokens += (int64_t)counts[1];
-        res->step = step;
-        res->last_loss = loss;
-        loss_acc += loss;
-        n_acc++;
-        note_acc += loss;
-        n_note++;
-        double now = tupe_now();
-        st.elapsed = now - t0;
-        int log_now = o->log_every > 0 && (step % o->log_every == 0 || step == o->steps);
-        if (log_now) {
-            double dt = now - t_last, tps = dt > 0 ? (double)(st.tokens - tok_last) / dt : 0;
-            double avg = loss_acc / (double)n_acc, lr = tupe_lr_at(&sched, step);
-            if (!quiet)
-                progress_line(&pr, step, o->steps, avg, lr, norm, tps, dt / (double)n_acc);
-            log_line(mf, "{\"step\":%lld,\"epoch\":%llu,\"loss\":%.6f,\"loss_bits\":%.6f,\"lr\":%.6g,"
-                     "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
-                     (long long)step, (unsigned long long)epoch, avg, avg / M_LN2, lr, norm, tps,
-                     (long long)st.tokens, st.elapsed);
-            t_last = now;
-            tok_last = st.tokens;
-            loss_acc = 0;
-            n_acc = 0;
-        }
-        if (!quiet && o->log_every > 0 && !log_now && now - t_note >= pr.interval) {
-            /* A slow run (a large model on a CPU) says how it goes at the progress interval
-             * between its --log-every lines; on stderr only. */
-            double dt = now - t_note;
-            progress_line(&pr, step, o->steps, note_acc / (double)n_note, tupe_lr_at(&sched, step),
-                          norm, dt > 0 ? (double)(st.tokens - tok_note) / dt : 0, dt / (double)n_note);
-        }
-        if (log_now || now - t_note >= pr.interval) {
-            t_note = now;
-            tok_note = st.tokens;
-            note_acc = 0;
-            n_note = 0;
-        }
-        if (o->eval_every > 0 && step % o->eval_every == 0 && step != o->steps) {
-            tupe_eval_result ev;
-            if ((rc = evaluate(&r, o->eval_sequences, &ev, e)))
-                break;
-            if (ev.masked > 0) {
-                res->val_loss = ev.loss;
-                res->val_acc = ev.acc;
-                if (!quiet)
-                    tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
-                                       "(%lld sequences)", (long long)step, ev.loss, ev.loss / M_LN2,
-                                       100 * ev.acc, (long long)ev.sequences);
-                log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                         "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
-                         (long long)ev.masked);
-            }
-        }
-        /* A step to keep is saved even off the --save-every grid: keeping it is the point. */
-        if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
-            step != o->steps) {
-            if ((rc = save(&r, opt, &st, res, e)))
-                break;
-            saved_at = step;
-        }
-        /* Rank 0's clock decides the time limit; the flag is shared below. */
-        int32_t flag = (stop && *stop) || (o->stop_after > 0 && step - resume_step >= o->stop_after) ||
-                       (r.rank == 0 && o->max_time > 0 && tupe_now() - t_start >= o->max_time);
-        if ((rc = tupe_comm_allmax_i32(comm, &flag, 1, e)))
-            break;
-        if (flag) {
-            if (saved_at != step && (rc = save(&r, opt, &st, res, e)))
-                break;
-            res->interrupted = 1;
-            break;
-        }
+    t->sched = sched;
+    int rc;
+    if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&
+        !(rc = build_model(t, be, e)) && !(rc = load_weights(t, e)) && !res->complete &&
+        !(rc = start_run_dir(t, e))) {
+        announce(t);
+        rc = train(t, stop, e);
     }
-    if (!rc && !res->interrupted && last_step == o->steps) {
-        tupe_eval_result ev;
-        if ((rc = evaluate(&r, o->eval_sequences, &ev, e)))
-            goto out;
-        if (ev.masked > 0) {
-            res->val_loss = ev.loss;
-            res->val_acc = ev.acc;
-            if (!quiet)
-                tupe_progress_note(&pr, "step %lld  validation loss %.4f (%.3f bits)  accuracy %.2f%%  "
-                                   "(%lld sequences)", (long long)last_step, ev.loss, ev.loss / M_LN2,
-                                   100 * ev.acc, (long long)ev.sequences);
-            log_line(mf, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                     "\"val_masked\":%lld}", (long long)last_step, ev.loss, ev.loss / M_LN2, ev.acc,
-                     (long long)ev.masked);
-        }
-        if (saved_at != last_step)
-            rc = save(&r, opt, &st, res, e);
-    }
-    res->skipped = st.skipped;
-out:
-    if (mf)
-        fclose(mf);
-    free(host);
-    tupe_adamw_free(opt);
-    tupe_shardr_close(rd);
-    free_run(&r);
+    tupe_rundir_end(t->dir);
+    tupe_adamw_free(t->opt);
+    tupe_shardr_close(t->rd);
+    free_run(&t->r);
+    free(t);
     return rc;
 }
 

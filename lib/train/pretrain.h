@@ -8,7 +8,7 @@
  * on the number of ranks or micro-batches (up to the order of floating-point sums). Gradients
  * are summed across ranks before clipping and the AdamW update, which every rank performs.
  *
- * A run directory holds:
+ * A run directory (train/rundir.h: the rules every run directory follows) holds:
  *   config.json                 the model configuration
  *   metrics.jsonl               one JSON object per logged step and per evaluation
  *   checkpoints/step-NNNNNNNN/  model.safetensors + optimizer.safetensors (lib/model/checkpoint.h);
@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
+#include "base/note.h"
 #include "model/config.h"
 #include "model/optim.h"
 #include "train/comm.h"
@@ -57,7 +58,8 @@ typedef struct tupe_pretrain_opts {
     double max_time;             /* leave (with a checkpoint) after the step that ends past this
                                     many seconds of this invocation; 0 = no limit */
     int skip_nonfinite;          /* skip updates with a non-finite loss or gradient */
-    int quiet, verbose;
+    tupe_note_fn note;           /* progress lines and remarks (rank 0's), or NULL */
+    void *note_ctx;
     int prefetch;                /* frames decoded ahead by the shard reader */
 } tupe_pretrain_opts;
 
@@ -87,8 +89,5 @@ typedef struct tupe_eval_result {
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);
-
-/* The latest complete checkpoint directory of a run ("" and 0 steps when none). */
-int tupe_pretrain_latest(const char *run_dir, char *path, size_t cap, int64_t *step, tupe_err *e);
 
 #endif

@@ -86,6 +86,11 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
         -o $T/ftp --max-len 32 --epochs 1 --max-train 64 --max-dev 32 --evals-per-epoch 1 --threads 2
     [ $rc = 0 ] && has $T/err "fine-tune: 50% 1 steps of 2 steps" && has $T/err "fine-tune: 2 steps in"
     verdict "train: progress between the dev evaluations"
+    mkdir -p $T/hf && echo '{"model_type": "bert"}' >$T/hf/config.json
+    run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/hf --max-len 32 --max-train 32 --max-dev 8
+    [ $rc = 73 ] && has $T/err "$T/hf exists and is not a run directory (no metrics.jsonl, best/ or results.json)" && \
+        [ "$(ls $T/hf)" = config.json ]
+    verdict "train: a directory of something else as -o is refused (exit 73), as tupe-pretrain refuses it"
     mkdir -p $T/ftd/metrics.jsonl
     echo '{"task": "RTE", "select": 0.9}' >$T/ftd/results.json
     run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ftd --max-len 32 --max-train 32 --max-dev 8

@@ -2,7 +2,9 @@
 # The layers of lib/ (lib/README.md): every #include of a library module names its folder
 # ("base/error.h") and reaches only its own folder or one the map lists for it, so nothing
 # includes upward and nothing below cli/ includes the command line's header; kernels/ reaches
-# only backend/ and base/; the map itself only looks downward (no folder lists one after it).
+# only backend/ and base/; the map itself only looks downward (no folder lists one after it);
+# only backend/ and train/comm reach CUDA, NCCL or MPI; nothing below cli/ prints or exits;
+# and the map names every module.
 . "$(dirname "$0")/lib.sh"
 
 # layers ROOT: the table between the markers of ROOT/lib/README.md, one "folder: allowed..." a line.
@@ -86,5 +88,17 @@ check "the include check finds each kind of break, and only those" eval '[ ${#mi
 
 found=$(violations "$TUPE_SRC")
 check "every include of lib/ and kernels/ follows the map of lib/README.md" [ -z "$found" ]
+# Only the backend and the collectives know that CUDA, NCCL and MPI exist (DESIGN.md).
+knows=$(cd "$TUPE_SRC" && grep -lE '#[[:space:]]*include[[:space:]]*[<"]((backend/backend_cuda|mpi|nccl|cuda[a-z_]*|cublas[A-Za-z_]*)\.h)[>"]|ncclComm|MPI_Init' \
+    lib/*/*.[ch] | grep -vE '^lib/backend/|^lib/train/comm\.c$')
+check "only backend/ and train/comm know CUDA, NCCL and MPI" [ -z "$knows" ]
+# The library never prints or exits: messages go through the caller's note function
+# (base/note.h); only cli/ writes to the terminal, and base/progress draws progress there.
+prints=$(cd "$TUPE_SRC" && grep -nE '\b(stderr|stdout)\b|(^|[^a-z_])(printf|puts|putchar|perror|exit|_exit|abort)\(' \
+    lib/*/*.c | grep -vE '^lib/cli/|^lib/base/progress\.c:' | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*)' | grep -v '"(stdout)"')
+check "nothing in lib/ below cli/ prints or exits" [ -z "$prints" ]
+# The map names every module, so that it says where each one lives.
+unnamed=$(cd "$TUPE_SRC" && for f in lib/*/*.[ch]; do s=$(basename "${f%.*}"); grep -q "\`$s\`" lib/README.md || echo "$f"; done)
+check "lib/README.md names every module" [ -z "$unnamed" ]
 check "lib/README.md holds the map" [ "$(layers "$TUPE_SRC" | wc -l)" -ge 8 ]
 exit $_failed

@@ -209,6 +209,9 @@ verdict "a --keep-step past --steps is pointed out, not silently never kept"
 run $P train "${common[@]}" -o $T/j --steps 2 --position bert-r --tie-cls
 [ $rc = 2 ] && has $T/err "--tie-cls applies to tupe-a and tupe-r, not to a bert-r model"
 verdict "--tie-cls on a BERT variant: usage error, not ignored"
+run $P train --data $T/no-such-shards --model $T/m.json -o $T/jp --steps 2 --position bert-x
+[ $rc = 2 ] && has $T/err "unknown position variant 'bert-x'" && lacks $T/err "no-such-shards" && [ ! -e $T/jp ]
+verdict "a bad --position is refused before any data is opened"
 run sh -c "cd $T && $P train ${common[*]} -o - --steps 2"
 [ $rc = 2 ] && has $T/err "train writes a run directory, not '-'" && [ ! -e $T/- ]
 verdict "-o - is a usage error (a run is a directory)"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/checksum.h"
+#include "base/fileio.h"
 #include "fuzz.h"
 #include "text/unicode.h"
 #include "text/vocab.h"

@@ -39,15 +39,20 @@ static const tupe_opt diff_opts[] = {
     {O_RTOL, "rtol", 0, TUPE_REQARG, "X", "allow |a - b| <= X |a| (default: 0, bit-identical)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+static int run_init(tupe_cli *c, void *opts);
+static int run_logits(tupe_cli *c, void *opts);
+static int run_diff(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"init", NULL, "a deterministic checkpoint with every tensor random (none 0 or 1)", NULL,
-     init_opts, NULL},
+     init_opts, NULL, run_init},
     {"logits", NULL, "masked-LM logits at every valid position (or the head's logits)",
-     "Rows in order of (sequence, position) over the positions below each length.", logits_opts, NULL},
+     "Rows in order of (sequence, position) over the positions below each length.", logits_opts, NULL,
+     run_logits},
     {"diff", "A B", "compare the tensors of two files or checkpoints",
      "Same names, dtypes and shapes; values equal bit for bit, or within --rtol (compared as\n"
-     "float32). Checkpoint configurations must be equal too.", diff_opts, "file"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     "float32). Checkpoint configurations must be equal too.", diff_opts, "file", run_diff},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-modeltool", "test helper for tupe-convert", cmds, NULL};
 
@@ -256,34 +261,57 @@ static int do_diff(tupe_cli *c, double rtol)
     return bad;
 }
 
+typedef struct args {
+    const char *model, *out, *state, *ckpt, *input, *expect, *nan;
+    int position, tie;
+    long vocab, labels, types;
+    uint64_t seed;
+    double tol, rtol;
+} args;
+
+static int run_init(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    return a->out ? do_init(c, a->model, a->position, a->tie, a->vocab, a->labels, a->types, a->seed,
+                            a->state, a->nan, a->out)
+                  : tupe_cli_usage(c, "--output is required");
+}
+
+static int run_logits(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    return a->ckpt && a->input && (a->out || a->expect)
+               ? do_logits(c, a->ckpt, a->input, a->out, a->expect, a->tol)
+               : tupe_cli_usage(c, "--checkpoint, --input and --output or --expect are required");
+}
+
+static int run_diff(tupe_cli *c, void *opts) { return do_diff(c, ((const args *)opts)->rtol); }
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    const char *arg, *model = "tiny", *out = NULL, *state = NULL, *ckpt = NULL, *input = NULL,
-               *expect = NULL, *nan = NULL;
-    int id, rc = 0, position = -1, tie = 0;
-    long vocab = 60, labels = 0, types = -1;
-    uint64_t seed = 1;
-    double tol = 1e-4, rtol = 0;
+    args a = {.model = "tiny", .position = -1, .vocab = 60, .types = -1, .seed = 1, .tol = 1e-4};
+    const char *arg;
+    int id, rc = 0;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         switch (id) {
-        case O_MODEL: model = arg; break;
-        case O_POSITION: rc = tupe_cli_choice(&c, arg, "bert-a|bert-r|bert-ad|tupe-a|tupe-r", &position); break;
-        case O_TIE: tie = 1; break;
-        case O_VOCAB: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &vocab); break;
-        case O_LABELS: rc = tupe_cli_long(&c, arg, 0, 1 << 20, &labels); break;
-        case O_TYPES: rc = tupe_cli_long(&c, arg, 0, 1 << 16, &types); break;
-        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &seed); break;
-        case O_STATE: state = arg; break;
-        case O_NAN: nan = arg; break;
-        case O_OUT: out = arg; break;
-        case O_CKPT: ckpt = arg; break;
-        case O_INPUT: input = arg; break;
-        case O_EXPECT: expect = arg; break;
-        case O_TOL: rc = tupe_cli_double(&c, arg, 0, 1e9, &tol); break;
-        case O_RTOL: rc = tupe_cli_double(&c, arg, 0, 1, &rtol); break;
+        case O_MODEL: a.model = arg; break;
+        case O_POSITION: rc = tupe_cli_choice(&c, arg, "bert-a|bert-r|bert-ad|tupe-a|tupe-r", &a.position); break;
+        case O_TIE: a.tie = 1; break;
+        case O_VOCAB: rc = tupe_cli_long(&c, arg, 1, 1 << 24, &a.vocab); break;
+        case O_LABELS: rc = tupe_cli_long(&c, arg, 0, 1 << 20, &a.labels); break;
+        case O_TYPES: rc = tupe_cli_long(&c, arg, 0, 1 << 16, &a.types); break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &a.seed); break;
+        case O_STATE: a.state = arg; break;
+        case O_NAN: a.nan = arg; break;
+        case O_OUT: a.out = arg; break;
+        case O_CKPT: a.ckpt = arg; break;
+        case O_INPUT: a.input = arg; break;
+        case O_EXPECT: a.expect = arg; break;
+        case O_TOL: rc = tupe_cli_double(&c, arg, 0, 1e9, &a.tol); break;
+        case O_RTOL: rc = tupe_cli_double(&c, arg, 0, 1, &a.rtol); break;
         }
         if (rc)
             break;
@@ -293,15 +321,7 @@ int main(int argc, char **argv)
         return rc ? rc : c.exit_code;
     }
     tupe_threads_apply(c.threads);
-    const char *name = c.cmd->name;
-    if (strcmp(name, "init") == 0)
-        rc = out ? do_init(&c, model, position, tie, vocab, labels, types, seed, state, nan, out)
-                 : tupe_cli_usage(&c, "--output is required");
-    else if (strcmp(name, "logits") == 0)
-        rc = ckpt && input && (out || expect) ? do_logits(&c, ckpt, input, out, expect, tol)
-                                              : tupe_cli_usage(&c, "--checkpoint, --input and --output or --expect are required");
-    else
-        rc = do_diff(&c, rtol);
+    rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

@@ -28,21 +28,28 @@ static const tupe_opt progress_opts[] = {
     {O_SIZE, "memory", 0, TUPE_REQARG, "SIZE", "a size option, echoed in bytes", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
+static int run_tok_write(tupe_cli *c, void *opts);
+static int run_tok_cat(tupe_cli *c, void *opts);
+static int run_st_info(tupe_cli *c, void *opts);
+static int run_progress(tupe_cli *c, void *opts);
+static int run_st_diff(tupe_cli *c, void *opts);
+static int run_npy_diff(tupe_cli *c, void *opts);
+
 static const tupe_cmd cmds[] = {
     {"tok-write", "[FILE]...", "write a token stream from text ids",
-     "Each input line is one document: ids separated by spaces.", write_opts, "file"},
+     "Each input line is one document: ids separated by spaces.", write_opts, "file", run_tok_write},
     {"tok-cat", "[FILE]...", "print token streams as text ids",
-     "One document per line, ids separated by spaces.", cat_opts, "file"},
-    {"st-info", "FILE", "list the tensors of a safetensors file", NULL, NULL, "file"},
-    {"progress", NULL, "report progress on stderr", NULL, progress_opts, NULL},
+     "One document per line, ids separated by spaces.", cat_opts, "file", run_tok_cat},
+    {"st-info", "FILE", "list the tensors of a safetensors file", NULL, NULL, "file", run_st_info},
+    {"progress", NULL, "report progress on stderr", NULL, progress_opts, NULL, run_progress},
     {"st-diff", "A B", "largest difference between the float tensors of two safetensors files",
      "Prints \"max_abs_diff X\" over the tensors of A (which B must also have) and exits 1 when\n"
-     "their names or shapes differ.", NULL, "file"},
+     "their names or shapes differ.", NULL, "file", run_st_diff},
     {"npy-diff", "A B", "largest difference between two .npy arrays",
      "Prints \"max_abs_diff X max_rel_diff Y\" (Y: X divided by the largest |value| of B; NaN\n"
      "cells must be NaN in both) and exits 1 when their shapes differ. A may be several files\n"
-     "joined by '+': their sum is compared.", NULL, "file"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+     "joined by '+': their sum is compared.", NULL, "file", run_npy_diff},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const tupe_prog prog = {"tupe-testtool", "test helper for the tupe test suite", cmds, NULL};
 
@@ -257,24 +264,52 @@ static int npy_diff(tupe_cli *c)
     return rc;
 }
 
+typedef struct args {
+    const char *out;
+    long vocab, count;
+    uint64_t hash, mem;
+    int mode;
+} args;
+
+static int run_tok_write(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    return tok_write(c, a->out, (uint32_t)a->vocab, a->hash);
+}
+static int run_tok_cat(tupe_cli *c, void *opts) { return tok_cat(c, ((const args *)opts)->out); }
+static int run_st_info(tupe_cli *c, void *opts) { return (void)opts, st_info(c); }
+static int run_st_diff(tupe_cli *c, void *opts) { return (void)opts, st_diff(c); }
+static int run_npy_diff(tupe_cli *c, void *opts) { return (void)opts, npy_diff(c); }
+
+static int run_progress(tupe_cli *c, void *opts)
+{
+    const args *a = opts;
+    if (a->mem)
+        printf("memory %llu\n", (unsigned long long)a->mem);
+    tupe_progress p;
+    tupe_progress_start(&p, "steps", (uint64_t)a->count * 1000, a->mode ? "items" : "B", c->quiet);
+    for (long i = 1; i <= a->count; i++)
+        tupe_progress_set(&p, (uint64_t)i * 1000);
+    tupe_progress_finish(&p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tupe_cli c;
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
-    int rc;
-    const char *out = "-", *arg;
-    long vocab = 30522, count = 5;
-    uint64_t hash = 0, mem = 0;
-    int mode = 0, id;
+    args a = {.out = "-", .vocab = 30522, .count = 5};
+    const char *arg;
+    int id;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
         switch (id) {
-        case O_OUT: out = arg; break;
-        case O_VOCAB: if (tupe_cli_long(&c, arg, 1, 1L << 31, &vocab)) id = -1; break;
-        case O_HASH: hash = strtoull(arg, NULL, 16); break;
-        case O_MODE: if (tupe_cli_choice(&c, arg, "bytes|items", &mode)) id = -1; break;
-        case O_COUNT: if (tupe_cli_long(&c, arg, 0, 1000000, &count)) id = -1; break;
-        case O_SIZE: if (tupe_cli_size(&c, arg, &mem)) id = -1; break;
+        case O_OUT: a.out = arg; break;
+        case O_VOCAB: if (tupe_cli_long(&c, arg, 1, 1L << 31, &a.vocab)) id = -1; break;
+        case O_HASH: a.hash = strtoull(arg, NULL, 16); break;
+        case O_MODE: if (tupe_cli_choice(&c, arg, "bytes|items", &a.mode)) id = -1; break;
+        case O_COUNT: if (tupe_cli_long(&c, arg, 0, 1000000, &a.count)) id = -1; break;
+        case O_SIZE: if (tupe_cli_size(&c, arg, &a.mem)) id = -1; break;
         }
         if (id < 0)
             break;
@@ -284,27 +319,7 @@ int main(int argc, char **argv)
         return c.exit_code;
     }
     tupe_threads_apply(c.threads);
-    const char *name = c.cmd->name;
-    if (strcmp(name, "tok-write") == 0)
-        rc = tok_write(&c, out, (uint32_t)vocab, hash);
-    else if (strcmp(name, "tok-cat") == 0)
-        rc = tok_cat(&c, out);
-    else if (strcmp(name, "st-info") == 0)
-        rc = st_info(&c);
-    else if (strcmp(name, "st-diff") == 0)
-        rc = st_diff(&c);
-    else if (strcmp(name, "npy-diff") == 0)
-        rc = npy_diff(&c);
-    else {
-        if (mem)
-            printf("memory %llu\n", (unsigned long long)mem);
-        tupe_progress p;
-        tupe_progress_start(&p, "steps", (uint64_t)count * 1000, mode ? "items" : "B", c.quiet);
-        for (long i = 1; i <= count; i++)
-            tupe_progress_set(&p, (uint64_t)i * 1000);
-        tupe_progress_finish(&p);
-        rc = 0;
-    }
+    int rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;
 }

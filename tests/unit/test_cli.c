@@ -58,10 +58,13 @@ static const tupe_opt opts[] = {
     {O_DOCS, "docs", 0, TUPE_REQARG, "MODE", "document boundaries", "list:blank line wiki"},
     {O_FLAG, "flag", 'f', TUPE_NOARG, NULL, "a switch\nwith a second line", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
+/* The subcommands' functions record which ran, with what. */
+static int ran_encode(tupe_cli *c, void *which) { return (void)c, *(int *)which = 1, 10; }
+static int ran_info(tupe_cli *c, void *which) { return (void)c, *(int *)which = 2, 20; }
 static const tupe_cmd cmds[] = {
-    {"encode", "[FILE]...", "encode text", "Longer words.", opts, "file"},
-    {"info", "FILE", "describe a file", NULL, NULL, "file"},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+    {"encode", "[FILE]...", "encode text", "Longer words.", opts, "file", ran_encode},
+    {"info", "FILE", "describe a file", NULL, NULL, "file", ran_info},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 static const tupe_prog prog = {"tupe-test", "a test program", cmds, "encode"};
 
 static void parses_options_and_arguments(void)
@@ -145,5 +148,28 @@ static void help_and_completion_come_from_the_table(void)
     free(s);
 }
 
+/* tupe_cli_run calls the chosen row's function with the program's options. */
+static void the_table_dispatches_subcommands(void)
+{
+    char *argv[] = {"tupe-test", "info", "x", NULL};
+    tupe_cli c;
+    CHECK_INT(tupe_cli_begin(&c, &prog, 3, argv), 0);
+    const char *arg;
+    while (tupe_cli_next(&c, &arg) > 0)
+        ;
+    int which = 0;
+    CHECK_INT(tupe_cli_run(&c, &which), 20);
+    CHECK_INT(which, 2);
+    tupe_cli_end(&c);
+    char *argv2[] = {"tupe-test", "a.txt", NULL}; /* the default subcommand */
+    CHECK_INT(tupe_cli_begin(&c, &prog, 2, argv2), 0);
+    while (tupe_cli_next(&c, &arg) > 0)
+        ;
+    which = 0;
+    CHECK_INT(tupe_cli_run(&c, &which), 10);
+    CHECK_INT(which, 1);
+    tupe_cli_end(&c);
+}
+
 UNIT_MAIN(T(numbers), T(sizes), T(choices), T(parses_options_and_arguments), T(default_command),
-          T(help_and_completion_come_from_the_table))
+          T(help_and_completion_come_from_the_table), T(the_table_dispatches_subcommands))

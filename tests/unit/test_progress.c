@@ -15,7 +15,9 @@ static char *capture(int mode, uint64_t total, int steps, const char *unit)
         tupe_progress_set(&pr, (uint64_t)i * 1000000);
         usleep(1000);
     }
-    tupe_progress_note(&pr, "a note %d", 7);
+    tupe_progress_clear(&pr); /* a line of its own, as a note after a bar needs */
+    if (mode != TUPE_PROGRESS_QUIET)
+        fprintf(f, "a note %d\n", 7);
     tupe_progress_finish(&pr);
     fclose(f);
     unsetenv("TUPE_PROGRESS_INTERVAL");

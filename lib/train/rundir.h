@@ -1,0 +1,58 @@
+/* Run directories: what a training program writes under -o (tupe-pretrain train, tupe-glue
+ * train and each run of a sweep), and the one set of rules for them:
+ *
+ *   - an existing -o is written into only when it is empty or a run of the same kind (it
+ *     holds one of the kind's marks); a directory of something else (a Hugging Face model, a
+ *     shard directory) is refused untouched with TUPE_ECANTCREAT, before any data is read;
+ *   - a run that starts removes the file that marks a finished run (the kind's `done`), so
+ *     that a run that then fails never looks finished;
+ *   - metrics.jsonl holds one JSON object per line, each starting {"step":N: a new run starts
+ *     it empty, a resumed run keeps the lines up to the step it resumes from (a killed run
+ *     may have logged past its last checkpoint);
+ *   - checkpoints/step-NNNNNNNN/ count only once complete (their model file in place): the
+ *     temporary directories of a killed save (".step-....tmp....") are never listed, and
+ *     pruning removes them.
+ *
+ * A run is written between tupe_rundir_begin and tupe_rundir_end, by one process (rank 0). */
+#ifndef TUPE_RUNDIR_H
+#define TUPE_RUNDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct tupe_run_kind {
+    const char *marks[4];   /* entries that make a directory a run of this kind (a trailing '/'
+                               names a directory); NULL-terminated */
+    const char *done;       /* the file that marks a finished run, or NULL */
+} tupe_run_kind;
+
+extern const tupe_run_kind tupe_run_pretrain;  /* checkpoints/, metrics.jsonl */
+extern const tupe_run_kind tupe_run_finetune;  /* metrics.jsonl, best/, results.json (done) */
+
+/* 0 when dir is missing (it is created later), empty, or a run of kind k; TUPE_ECANTCREAT
+ * with the reason otherwise. */
+int tupe_rundir_check(const char *dir, const tupe_run_kind *k, tupe_err *e);
+
+typedef struct tupe_rundir tupe_rundir;
+
+/* Check dir, create it, remove the done marker, and open metrics.jsonl: empty for a new run
+ * (resume_step < 0), else cut after the lines of resume_step. */
+int tupe_rundir_begin(tupe_rundir **rd, const char *dir, const tupe_run_kind *k,
+                      int64_t resume_step, tupe_err *e);
+/* Append one line to metrics.jsonl (written at once). NULL rd: nothing (the other ranks). */
+void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...) TUPE_PRINTF(2, 3);
+/* Close metrics.jsonl. NULL is a no-op. */
+void tupe_rundir_end(tupe_rundir *rd);
+
+/* ---- checkpoints/step-NNNNNNNN/ ----------------------------------------------------------- */
+
+void tupe_rundir_checkpoint(char *dst, size_t cap, const char *dir, int64_t step);
+/* The latest complete checkpoint of a run (its path, "" and step 0 when none). */
+int tupe_rundir_latest(const char *dir, char *path, size_t cap, int64_t *step, tupe_err *e);
+/* Keep the newest `keep_last` checkpoints and the steps listed in keep[n_keep]; remove the
+ * others and the temporary directories of killed saves. Best effort. */
+void tupe_rundir_prune(const char *dir, int keep_last, const int64_t *keep, int n_keep);
+
+#endif
