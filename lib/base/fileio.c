@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/fault.h"
+#include "base/outdir.h"
 #include "base/tmpfiles.h"
 
 #define IN_BUF (1u << 20)
@@ -28,6 +29,7 @@ struct tupe_in {
     size_t pos, len, cap;
     uint64_t off;        /* offset of buf[0] in the input */
     uint64_t lineno;
+    size_t max_line;     /* longest line tupe_in_getline accepts */
 };
 
 int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e)
@@ -42,6 +44,7 @@ int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e
     in->fd = fd;
     in->own = own;
     in->cap = IN_BUF;
+    in->max_line = (size_t)1 << 31;
     *inp = in;
     return 0;
 }
@@ -191,9 +194,9 @@ int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
         /* No newline in the buffer: compact, grow if the line fills it, read more. */
         size_t have = in->len - in->pos;
         if (in->pos == 0 && in->len == in->cap) {
-            if (in->cap >= ((size_t)1 << 31)) {
+            if (in->cap >= in->max_line) {
                 tupe_fail_line(e, TUPE_EDATA, in->path, in->lineno + 1,
-                               "line longer than 2 GiB");
+                               "line longer than %zu bytes", in->max_line);
                 return -1;
             }
             unsigned char *nb = realloc(in->buf, in->cap * 2);
@@ -211,6 +214,7 @@ int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
 }
 
 uint64_t tupe_in_lineno(const tupe_in *in) { return in->lineno; }
+void tupe_in_max_line(tupe_in *in, size_t bytes) { in->max_line = bytes > IN_BUF ? bytes : IN_BUF; }
 uint64_t tupe_in_offset(const tupe_in *in) { return in->off + in->pos; }
 const char *tupe_in_path(const tupe_in *in) { return in->path; }
 
@@ -637,39 +641,13 @@ int tupe_remove_tree(const char *path)
     return nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS);
 }
 
-int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
-    char mp[4096];
-    snprintf(mp, sizeof mp, "%s/%s", path, marker);
-    if (tupe_path_exists(mp))
-        return 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            empty = 0;
-    closedir(d);
-    if (!empty)
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not %s (no %s); refusing to "
-                         "replace it", path, what, marker);
-    return 0;
-}
-
 int tupe_path_exists(const char *path)
 {
     struct stat st;
     return lstat(path, &st) == 0;
 }
 
-int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
+int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, const char *kind, tupe_err *e)
 {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/')
@@ -679,13 +657,12 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         return tupe_fail(e, TUPE_ECANTCREAT, "%s: bad directory name", path);
     memcpy(clean, path, n);
     clean[n] = 0;
-    struct stat st;
-    if (stat(clean, &st) == 0 && !S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", clean);
+    int rc = tupe_outdir_check(clean, kind, TUPE_OUTDIR_REPLACE, e);
+    if (rc)
+        return rc;
     char parent[PATH_MAX];
     dir_of(parent, sizeof parent, clean);
-    int rc = tupe_mkdir_p(parent, e);
-    if (rc)
+    if ((rc = tupe_mkdir_p(parent, e)))
         return rc;
     tupe_tmp_sweep(parent);
     char tmp[PATH_MAX];
@@ -709,6 +686,10 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
     tx->lockfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (tx->lockfd >= 0)
         flock(tx->lockfd, LOCK_EX | LOCK_NB);
+    if ((rc = tupe_outdir_mark(tmp, kind, e))) {
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
     *txp = tx;
     return 0;
 }

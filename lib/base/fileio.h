@@ -33,6 +33,10 @@ int tupe_in_append(tupe_in *in, unsigned char **buf, size_t *len, size_t *cap, s
  * 0 at end of input, or -1 on error (e says why). The buffer belongs to `in` and is
  * valid until the next call. A last line without '\n' is returned as a line. */
 int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e);
+/* The longest line tupe_in_getline accepts before failing with TUPE_EDATA (default 2 GiB; at
+ * least the 1 MiB buffer): a reader of short lines bounds what a device or a binary file
+ * given by mistake can cost. */
+void tupe_in_max_line(tupe_in *in, size_t bytes);
 /* 1-based number of the line last returned by tupe_in_getline. */
 uint64_t tupe_in_lineno(const tupe_in *in);
 /* Bytes consumed so far (offset of the next byte to be read). */
@@ -77,7 +81,10 @@ int tupe_write_file(const char *path, const void *buf, size_t n, tupe_err *e);
  * reader sees either the old complete directory or the new complete one. */
 typedef struct tupe_dirtx tupe_dirtx;
 
-int tupe_dirtx_begin(tupe_dirtx **tx, const char *path, tupe_err *e);
+/* Begin a directory of `kind` (outdir.h: "shard directory", "checkpoint"...) at path: an
+ * existing directory there must be empty or of the same kind (else TUPE_ECANTCREAT, nothing
+ * touched), and the new one records its kind. */
+int tupe_dirtx_begin(tupe_dirtx **tx, const char *path, const char *kind, tupe_err *e);
 /* The temporary directory to write into. */
 const char *tupe_dirtx_tmp(const tupe_dirtx *tx);
 /* Path of `name` inside the temporary directory (static buffer inside tx; copy it). */
@@ -89,10 +96,6 @@ int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e);
 /* Remove the temporary directory and everything in it. Frees tx. NULL is a no-op. */
 void tupe_dirtx_abort(tupe_dirtx *tx);
 
-/* Whether tupe_dirtx may replace an existing `path`: only a directory that holds `marker` (the
- * file that makes it `what`, such as "a shard directory") or nothing; 0 when path does not
- * exist, else TUPE_ECANTCREAT with a message, so that a mistyped -o never deletes a tree. */
-int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e);
 /* mkdir -p. */
 int tupe_mkdir_p(const char *path, tupe_err *e);
 /* rm -rf (best effort; returns 0 when nothing is left). */

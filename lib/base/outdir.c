@@ -43,9 +43,29 @@ int tupe_outdir_mark(const char *dir, const char *kind, tupe_err *e)
     if (tupe_outdir_kind(dir, have, sizeof have) == 1 && strcmp(have, kind) == 0)
         return 0;
     snprintf(want, sizeof want, "%s\n", kind);
-    char p[4200];
+    /* Written whole under a temporary name and renamed, as every output; by hand rather than
+     * through tupe_out, whose fault points the crash tests count in the outputs themselves. */
+    char p[4200], tmp[4400];
     snprintf(p, sizeof p, "%s/%s", dir, TUPE_KIND_FILE);
-    return tupe_write_file(p, want, strlen(want), e);
+    if (tupe_tmp_sibling(tmp, sizeof tmp, p, "tmp"))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: path too long", p);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", p);
+    size_t n = strlen(want);
+    int ok = write(fd, want, n) == (ssize_t)n && fsync(fd) == 0;
+    int err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    if (!ok || rename(tmp, p) != 0) {
+        if (ok)
+            err = errno;
+        unlink(tmp);
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, err, "%s: cannot write", p);
+    }
+    return 0;
 }
 
 /* Whether dir holds nothing but tupe's own bookkeeping (a lock file, temporaries). */
@@ -99,6 +119,14 @@ int tupe_outdir_check(const char *path, const char *kind, int mode, tupe_err *e)
                      "kind: not written by tupe, or by a tupe older than these files): refusing "
                      "to replace it; remove it yourself or choose another output", path, kind,
                      TUPE_KIND_FILE);
+}
+
+int tupe_outdir_into(const char *dir, const char *kind, tupe_err *e)
+{
+    int rc = tupe_outdir_check(dir, kind, TUPE_OUTDIR_INTO, e), err;
+    if (rc || (rc = tupe_mkdir_p(dir, e)))
+        return rc;
+    return is_empty(dir, &err) ? tupe_outdir_mark(dir, kind, e) : 0;
 }
 
 struct tupe_dirlock {

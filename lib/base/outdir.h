@@ -36,6 +36,10 @@ enum { TUPE_OUTDIR_REPLACE = 0, TUPE_OUTDIR_INTO = 1 };
  * message that names what the directory is and what to do. A path that exists and is not a
  * directory is refused too. */
 int tupe_outdir_check(const char *path, const char *kind, int mode, tupe_err *e);
+/* A directory that files of `kind` are to be added to (TUPE_OUTDIR_INTO): checked, created
+ * when missing, and marked with the kind when it is new or empty; a plain directory of the
+ * user's (".") is left unmarked. */
+int tupe_outdir_into(const char *dir, const char *kind, tupe_err *e);
 /* Record `kind` in DIR/.tupe-kind (atomically; DIR exists). */
 int tupe_outdir_mark(const char *dir, const char *kind, tupe_err *e);
 /* The kind recorded in dir: 1 (copied to kind), 0 when there is none, -1 when ".tupe-kind" is

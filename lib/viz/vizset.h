@@ -33,6 +33,9 @@ typedef struct tupe_view {
 
 enum { TUPE_VIZ_DEFAULT = 0, TUPE_VIZ_PNG = 1, TUPE_VIZ_SVG = 2, TUPE_VIZ_BOTH = 3 };
 
+/* What a directory of figures (and of their .npy arrays) says in its .tupe-kind (base/outdir.h). */
+#define TUPE_FIGURES_KIND "figures directory"
+
 typedef struct tupe_vizopts {
     /* A directory for the figures (created if needed; files DIR/<name>.png, .svg), or one
      * file, when the name ends in .png or .svg or is "-" (stdout), for a run that draws one

@@ -144,7 +144,7 @@ static void remove_all_takes_what_is_in_progress(void)
         tupe_out *o;
         tupe_dirtx *tx;
         tupe_err e;
-        if (tupe_out_open(&o, out, &e) || tupe_dirtx_begin(&tx, dir, &e))
+        if (tupe_out_open(&o, out, &e) || tupe_dirtx_begin(&tx, dir, "test directory", &e))
             _exit(1);
         char sub[4200];
         snprintf(sub, sizeof sub, "%s/sub", tupe_dirtx_tmp(tx));
