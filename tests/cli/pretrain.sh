@@ -42,7 +42,7 @@ run $P train "${common[@]}" -o $T/a --steps 4
 verdict "a new run in a run directory with checkpoints is refused (exit 73), the old run untouched"
 mkdir -p $T/hf && echo '{"model_type": "bert"}' >$T/hf/config.json
 run $P train "${common[@]}" -o $T/hf --steps 2
-[ $rc = 73 ] && has $T/err "$T/hf exists and is not a run directory" && [ "$(cat $T/hf/config.json)" = '{"model_type": "bert"}' ] && \
+[ $rc = 73 ] && has $T/err "$T/hf: exists and is not a pre-training run" && [ "$(cat $T/hf/config.json)" = '{"model_type": "bert"}' ] && \
     [ "$(ls $T/hf)" = config.json ]
 verdict "a directory of something else as -o is refused (exit 73), its config.json untouched"
 touch $T/file
