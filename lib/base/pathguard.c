@@ -239,7 +239,7 @@ int tupe_guard_output(const tupe_guard *g, const char *path, const char *what, i
             rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: is %s%s: refusing to write over an input; "
                            "choose another output", oname, iname,
                            same_name ? "" : " (the same file)");
-        else if (in->is_dir && ids_has(&o.anc, in->target))
+        else if (mode != TUPE_GUARD_SAME && in->is_dir && ids_has(&o.anc, in->target))
             rc = tupe_fail(e, TUPE_ECANTCREAT, "%s: lies inside %s: refusing to write into an "
                            "input directory; choose an output outside it", oname, iname);
         else if (mode == TUPE_GUARD_REPLACE && o.exists && o.is_dir &&

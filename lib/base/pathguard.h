@@ -18,7 +18,9 @@ typedef struct tupe_guard tupe_guard;
 /* How an output is written. */
 enum tupe_guard_mode {
     TUPE_GUARD_REPLACE = 0, /* a file or directory put in place as a whole (what was there goes) */
-    TUPE_GUARD_INTO = 1     /* a directory that files are added to (figures, predictions) */
+    TUPE_GUARD_INTO = 1,    /* a directory that files are added to (figures, predictions) */
+    TUPE_GUARD_SAME = 2     /* only never the same file (standard output, which may well be
+                               redirected into an input directory: a report, say) */
 };
 
 tupe_guard *tupe_guard_new(void);

@@ -388,6 +388,7 @@ int tupe_glue_read_predictions(const char *path, const tupe_glue_task *t, size_t
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    tupe_in_max_line(in, 1 << 20); /* "index<TAB>label": short lines */
     int *lab = malloc((n ? n : 1) * sizeof *lab);
     double *val = malloc((n ? n : 1) * sizeof *val);
     char *seen = calloc(n ? n : 1, 1);
@@ -458,6 +459,14 @@ out:
 
 int tupe_glue_check_submission(const char *dir, tupe_err *e)
 {
+    /* A missing directory is a missing input (66), as everywhere; a missing file in it is an
+     * incomplete set (65). */
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+    if (!S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: not a directory (expected the directory of the 11 "
+                         "leaderboard files)", dir);
     for (size_t i = 0; i < sizeof board / sizeof board[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, board[i].file);

@@ -126,6 +126,7 @@ int tupe_seqs_add_lines(tupe_seqs *s, tupe_textenc *t, const char *path, int max
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    tupe_in_max_line(in, 16 << 20); /* sentences */
     char *line;
     size_t len;
     int got;

@@ -26,12 +26,12 @@ static const tupe_opt init_opts[] = {
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "values (default: 1)", NULL},
     {O_STATE, "train-state", 0, TUPE_REQARG, "JSON", "training state to store", NULL},
     {O_NAN, "nan", 0, TUPE_REQARG, "TENSOR", "make the first element of TENSOR NaN", NULL},
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "checkpoint directory", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "checkpoint directory", "out:dir"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt logits_opts[] = {
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the checkpoint", "dir"},
     {O_INPUT, "input", 0, TUPE_REQARG, "FILE", "safetensors with input.ids [B,T], input.lengths [B]\n(I32) and optionally input.types", "file"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "FILE", "write \"logits\" here", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "FILE", "write \"logits\" here", "out:file"},
     {O_EXPECT, "expect", 0, TUPE_REQARG, "FILE", "compare with this file's \"logits\"", "file"},
     {O_TOL, "tol", 0, TUPE_REQARG, "X", "largest absolute difference allowed (default: 1e-4)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
