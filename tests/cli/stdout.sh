@@ -9,15 +9,7 @@ V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
 G=$TUPE_DATA/glue
 cd $T
 
-awk 'BEGIN { srand(4); for (d = 0; d < 200; d++) { n = 8 + int(rand() * 20); s = "";
-     for (i = 0; i < n; i++) s = s (i ? " " : "") "w" (5 + int(rand() * 90)); print s; print "" } }' >text.txt
-tupe-tokenize encode -q --vocab $V -o ids.tok text.txt
-tupe-shard -q -o shards --seq-len 32 --shards 1 --valid-fraction 0.1 ids.tok
-$MT init --vocab-size 100 -o ck
-cat >m.json <<'J'
-{"position": "tupe-r", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
- "intermediate_size": 32, "max_position_embeddings": 64}
-J
+small_world 4 200 1 tupe-r
 tupe-pretrain train -q --data shards --model m.json --batch 4 --steps 1 --warmup 1 --eval-every 0 --threads 2 -o run
 ft=(--task RTE --data $G --checkpoint ck --vocab $V --max-len 32 --epochs 1 --max-train 8 --max-dev 4 --threads 2)
 tupe-glue sweep -q "${ft[@]}" -o sweeps/RTE --lr-grid 1e-3 --seeds 1 >/dev/null
