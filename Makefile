@@ -2,13 +2,15 @@
 #
 #   make                      build libtupe.a and every program (CUDA=auto, MPI=auto)
 #   make check                build and run every test; ends with "N passed, N failed"
+#   make check-cuemu          the CUDA backend on the CPU-emulated GPU (tests/cuemu/README.md)
+#   make check-cuemu-mutants  deliberately broken kernels, each of which check-cuemu must catch
 #   make bench                benchmarks, each against its competitor in the same run
 #   make demo                 the whole pipeline on the bundled sample corpus
 #   make install / uninstall  PREFIX=/usr/local DESTDIR=
 #   make deps                 install the Debian packages the build needs (as root)
 #   make clean
 #
-# Options: CUDA=auto|0|1  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MARCH=native
+# Options: CUDA=auto|0|1|emu  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MARCH=native
 #          NODEPS=1 (skip the Debian package check: a machine without dpkg's view of them)
 
 SHELL       := /bin/bash
@@ -35,6 +37,10 @@ ifeq ($(CUDA),auto)
   HAVE_CUDA := $(shell test -x $(NVCC) && test -e $(CUDA_HOME)/lib64/libcublasLt.so && test -e $(CUDA_HOME)/lib64/libcudart.so && echo 1 || echo 0)
 else ifeq ($(CUDA),1)
   HAVE_CUDA := 1
+else ifeq ($(CUDA),emu)
+  # The CUDA backend built for cuemu, the CPU emulation of a GPU (tests/cuemu/): a test build.
+  HAVE_CUDA := 1
+  CUEMU     := 1
 else
   HAVE_CUDA := 0
 endif
@@ -50,7 +56,7 @@ endif
 # `make check SANITIZE=address,undefined` do not overwrite each other.
 CFG := cpu
 ifeq ($(HAVE_CUDA),1)
-  CFG := cuda
+  CFG := $(if $(CUEMU),cuemu,cuda)
 endif
 ifeq ($(HAVE_MPI),1)
   CFG := $(CFG)-mpi
@@ -66,7 +72,7 @@ BIN     := $(B)/bin
 OBJ     := $(B)/obj
 
 # ---- flags -----------------------------------------------------------------------------------
-PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo
+PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo libprotobuf-c
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -86,13 +92,23 @@ ifneq ($(SANITIZE),)
     OPT  := -O1 -g
   endif
 endif
-CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib $(PKG_CFLAGS)
+CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib -I$(OBJ)/gen $(PKG_CFLAGS)
 CFLAGS   ?=
 CFLAGS   += -std=c11 $(OPT) $(WARN) -pthread -fopenmp $(SANFLAGS) -MMD -MP
 LDFLAGS  += -pthread -fopenmp $(SANFLAGS) -Wl,--as-needed
 LDLIBS   += $(PKG_LIBS) -lm
 
-ifeq ($(HAVE_CUDA),1)
+ifeq ($(CUEMU),1)
+  # emu-nvcc makes the .cu file C++ for the emulator, whose runtime is libcuemu.a. NCCL has no
+  # emulation (yet): the backend is built without it.
+  CUEMU_DIR := $(TOP)/tests/cuemu
+  NVCC      := $(CUEMU_DIR)/emu-nvcc
+  CUEMU_LIB := $(B)/cuemu/libcuemu.a
+  CPPFLAGS  += -DTUPE_HAVE_CUDA=1
+  CUDA_LIBS := $(CUEMU_LIB) -lboost_context -lopenblas -lstdc++ -ldl
+  LDLIBS    += $(CUDA_LIBS)
+  NVFLAGS   := $(OPT) -I$(TOP)/lib -I$(TOP)/kernels -DTUPE_HAVE_NCCL=0 -Wall $(SANFLAGS)
+else ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   # NCCL is opened at run time when TUPE_NCCL=1 asks for it (kernels/backend_cuda.cu).
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl -lstdc++
@@ -126,8 +142,11 @@ UNIT_SRC  := $(sort $(wildcard $(TOP)/tests/unit/test_*.c))
 TOOL_SRC  := $(sort $(wildcard $(TOP)/tests/tools/*.c))
 BENCH_SRC := $(sort $(wildcard $(TOP)/tests/bench/*.c))
 
+PROTO_SRC := $(sort $(wildcard $(TOP)/lib/*/*.proto))
+PROTO_GEN := $(patsubst $(TOP)/lib/%.proto,$(OBJ)/gen/%.pb-c.c,$(PROTO_SRC))
 LIB_OBJ   := $(patsubst $(TOP)/lib/%.c,$(OBJ)/lib/%.o,$(LIB_SRC)) \
-             $(patsubst $(TOP)/kernels/%.cu,$(OBJ)/kernels/%.o,$(CU_SRC))
+             $(patsubst $(TOP)/kernels/%.cu,$(OBJ)/kernels/%.o,$(CU_SRC)) \
+             $(PROTO_GEN:.c=.o)
 PROGS     := $(patsubst $(TOP)/cmd/%.c,$(BIN)/%,$(CMD_SRC))
 UNITS     := $(patsubst $(TOP)/tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 TOOLS     := $(patsubst $(TOP)/tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
@@ -136,6 +155,7 @@ LIBTUPE   := $(B)/libtupe.a
 MANPAGES  := $(sort $(wildcard $(TOP)/man/*.[157]))
 PROGNAMES := $(notdir $(PROGS))
 
+.PHONY: check-cuemu check-cuemu-mutants cuemu-mutants-run
 .PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz fuzz-build
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -150,7 +170,18 @@ info:
 # The CPU backend's AdamW and LayerNorm loops vectorize only when sqrt need not set errno.
 $(OBJ)/lib/backend/backend_cpu.o: CFLAGS += -fno-math-errno
 
-$(OBJ)/lib/%.o: $(TOP)/lib/%.c
+# Protocol buffers (TensorBoard's event files): C from protoc-c, generated before any module
+# that might include it.
+$(OBJ)/gen/%.pb-c.c $(OBJ)/gen/%.pb-c.h: $(TOP)/lib/%.proto
+	@mkdir -p $(@D)
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --proto_path=$(TOP)/lib --c_out=$(OBJ)/gen $<
+
+$(OBJ)/gen/%.pb-c.o: $(OBJ)/gen/%.pb-c.c
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c $< -o $@
+
+$(OBJ)/lib/%.o: $(TOP)/lib/%.c | $(PROTO_GEN)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -160,11 +191,11 @@ $(OBJ)/kernels/%.o: $(TOP)/kernels/%.cu
 	$(call say,NVCC,$@)
 	$(Q)$(NVCC) $(NVFLAGS) -DTUPE_HAVE_CUDA=1 -MMD -MP -c $< -o $@
 
-$(LIBTUPE): $(LIB_OBJ)
+$(LIBTUPE): $(LIB_OBJ) $(CUEMU_LIB)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call say,AR,$@)
-	$(Q)$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $(LIB_OBJ)
 
 $(OBJ)/cmd/%.o: $(TOP)/cmd/%.c
 	@mkdir -p $(@D)
@@ -181,7 +212,7 @@ $(OBJ)/tests/%.o: $(TOP)/tests/unit/%.c
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) -I$(TOP)/tests/unit $(CFLAGS) -c $< -o $@
 
-$(OBJ)/tools/%.o: $(TOP)/tests/tools/%.c
+$(OBJ)/tools/%.o: $(TOP)/tests/tools/%.c | $(PROTO_GEN)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -249,7 +280,60 @@ fuzz: deps-check
 	  FUZZ_BUILD=1 B=$(FUZZ_B) fuzz-build
 	@TUPE_SRC=$(TOP) $(TOP)/tests/fuzz/run $(FUZZ_B)/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
-tests: all $(UNITS) $(TOOLS) $(FUZZ_REPLAYS)
+# ---- the CPU-emulated GPU (tests/cuemu/README.md) ------------------------------------------------
+# CUDA=emu builds the CUDA backend for cuemu in build/cuemu (build/cuemu-SANITIZERS); its runtime
+# is libcuemu.a, and cuemu-selftest runs its own tests (every misuse reported, correct kernels
+# right under every schedule). check-cuemu builds both configurations and runs
+# tests/cuemu/run.sh; check-cuemu-mutants builds deliberately broken copies of the kernels and
+# shows that check-cuemu fails on each (tests/cuemu/mutants.sh).
+CUEMU_SRC   := $(sort $(wildcard $(TOP)/tests/cuemu/src/*.cpp))
+CUEMU_TESTS := $(if $(CUEMU),$(B)/tests/cuemu-selftest)
+CUEMU_B     := $(TOP)/build/cuemu
+CUEMU_SAN_B := $(TOP)/build/cuemu-address-undefined
+# The two builds in parallel even under a plain `make check-cuemu` (a -j of the caller wins).
+CUEMU_J      = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+
+$(OBJ)/cuemu/%.o: $(TOP)/tests/cuemu/src/%.cpp
+	@mkdir -p $(@D)
+	$(call say,CXX,$@)
+	$(Q)$(CXX) -std=c++17 $(OPT) -Wall -Wextra -fopenmp $(SANFLAGS) -I$(TOP)/tests/cuemu/include \
+	  -MMD -MP -c $< -o $@
+
+$(CUEMU_LIB): $(patsubst $(TOP)/tests/cuemu/src/%.cpp,$(OBJ)/cuemu/%.o,$(CUEMU_SRC))
+	@mkdir -p $(@D)
+	$(Q)rm -f $@
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+$(OBJ)/cuemu/selftest.o: $(TOP)/tests/cuemu/selftest.cu $(TOP)/tests/cuemu/emu-nvcc
+	@mkdir -p $(@D)
+	$(call say,NVCC,$@)
+	$(Q)$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/tests/cuemu-selftest: $(OBJ)/cuemu/selftest.o $(CUEMU_LIB)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(LDFLAGS) $< $(CUDA_LIBS) -o $@
+
+check-cuemu: deps-check
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) all \
+	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest >/dev/null
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
+	  $(CUEMU_SAN_B)/tests/tupe-parity $(CUEMU_SAN_B)/tests/cuemu-selftest >/dev/null
+	@TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) CUEMU_BUILD=$(CUEMU_B) CUEMU_SAN_BUILD=$(CUEMU_SAN_B) \
+	  $(TOP)/tests/cuemu/run.sh
+
+check-cuemu-mutants: deps-check
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) \
+	  $(CUEMU_B)/tests/tupe-parity
+	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) cuemu-mutants-run
+
+# (in the CUDA=emu configuration: the mutants are compiled and linked as its kernels are)
+cuemu-mutants-run:
+	@TUPE_SRC=$(TOP) CUEMU_BUILD=$(B) NVCC="$(NVCC)" NVFLAGS="$(NVFLAGS)" CC="$(CC)" \
+	  LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" $(TOP)/tests/cuemu/mutants.sh
+
+tests: all $(UNITS) $(TOOLS) $(FUZZ_REPLAYS) $(CUEMU_TESTS)
 
 # The runner prints one line per test and exactly one summary line "N passed, N failed" last.
 check: deps-check tests
@@ -263,16 +347,18 @@ demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries. Test: zstd (corpus), man-db/groff (man page checks), bash-completion
+# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files). Test: zstd (corpus), man-db/groff (man page checks), bash-completion
 # and zsh (the completions, driven as an interactive shell drives them),
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests); demo:
 # gnuplot-nox (the loss curve, share/tupe/plot-loss.gp);
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
-# runtimes and its OpenMP (make fuzz).
-DEB_PKGS := gcc make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
-            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core zstd man-db \
+# runtimes and its OpenMP (make fuzz); check-cuemu: g++ and boost.context (the emulated GPU's
+# compiler and its fibers); TensorBoard event files: protobuf-c.
+DEB_PKGS := gcc g++ make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
+            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler \
+            fonts-dejavu-core zstd man-db \
             groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \
-            gnuplot-nox
+            gnuplot-nox libboost-context-dev
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:

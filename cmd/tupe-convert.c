@@ -58,10 +58,11 @@ static const tupe_cmd cmds[] = {
      "model.safetensors.index.json. Per-tensor hashes, where the file has them, are verified.",
      info_opts, "file", cmd_info},
     {"export", "CHECKPOINT", "write a checkpoint as a Hugging Face transformers directory",
-     "Writes model.safetensors (BERT names and layouts), config.json, vocab.txt and\n"
-     "tokenizer_config.json. BERT-A becomes model_type \"bert\" (BertForMaskedLM, or\n"
-     "BertForSequenceClassification for a tupe-glue checkpoint); the other variants become\n"
-     "model_type \"tupe\", which transformers refuses rather than compute the wrong function.",
+     "Writes model.safetensors (BERT names and layouts), config.json, vocab.txt,\n"
+     "tokenizer_config.json and tokenizer.json (WordPiece). BERT-A becomes model_type\n"
+     "\"bert\" (BertForMaskedLM, or BertForSequenceClassification for a tupe-glue\n"
+     "checkpoint); the other variants become model_type \"tupe\" with modeling_tupe.py\n"
+     "beside, which transformers runs with trust_remote_code=True.",
      export_opts, "dir", cmd_export},
     {"import", "SOURCE", "read a Hugging Face BERT or a fairseq TUPE model into a checkpoint",
      "--from hf: SOURCE is a directory with config.json and model.safetensors (or shards);\n"

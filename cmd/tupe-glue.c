@@ -17,7 +17,7 @@
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
     O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
-    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION
+    O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION, O_TB, O_NO_TB
 };
 
 /* AX (the diagnostic set) has only a test file: completed where it can be used (info, predict). */
@@ -70,7 +70,8 @@ static const tupe_opt submit_opts[] = {
     {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
     {O_MAXTRAIN, "max-train", 0, TUPE_REQARG, "N", "use the first N training examples", NULL}, \
     OPT_MAXDEV, \
-    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION)
+    TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION), \
+    TUPE_OPT_TENSORBOARD(O_TB, O_NO_TB)
 
 static const tupe_opt train_opts[] = {
     FT_COMMON,
@@ -125,7 +126,8 @@ static const tupe_cmd cmds[] = {
     {"sweep", NULL, "the paper's protocol: learning-rate grid x seeds, medians",
      "Runs every learning rate of the grid with --seeds seeds (OUTPUT/lr-X/seed-N, resumable:\n"
      "finished runs are read, not redone), takes the median over seeds for each learning rate\n"
-     "and reports the best learning rate's median. Writes OUTPUT/sweep.{tsv,json,md}.", sweep_opts, NULL,
+     "and reports the best learning rate's median. Writes OUTPUT/sweep.{tsv,json,md}.\n"
+     "--tensorboard DIR gives each run DIR/lr-X/seed-N.", sweep_opts, NULL,
      cmd_sweep},
     {"table", "DIR", "the paper's Table 1 from the sweeps under DIR",
      "Reads DIR/<TASK>/sweep.json for MNLI, QNLI, QQP, SST-2, CoLA, MRPC, RTE and STS-B and\n"
@@ -352,6 +354,8 @@ typedef struct overrides {
     uint64_t seed, max_train, max_dev;
     int cased, have_grid;
     tupe_ft_opts grid;
+    const char *tensorboard;
+    int no_tensorboard;
 } overrides;
 
 /* Every subcommand's options, as parsed. */
@@ -461,6 +465,8 @@ static int ft_setup(tupe_cli *c, const args *a, int training, int writes, const 
     if (ov->evals > 0) o->evals_per_epoch = (int)ov->evals;
     o->max_train = (int64_t)ov->max_train;
     o->max_dev = (int64_t)ov->max_dev;
+    o->tensorboard = ov->tensorboard;
+    o->no_tensorboard = ov->no_tensorboard;
     return tupe_devicearg_open(c, a->device, a->precision, be);
 }
 
@@ -560,7 +566,7 @@ int main(int argc, char **argv)
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
     args a = {.data = "glue_data",
-              .ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}}};
+              .ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}, NULL, 0}};
     a.ov.seed = 1;
     overrides *ov = &a.ov;
     const char *arg;
@@ -597,6 +603,8 @@ int main(int argc, char **argv)
         case O_EVALS: rc = tupe_cli_long(&c, arg, 1, 1000, &ov->evals); break;
         case O_MAXTRAIN: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov->max_train = u; break;
         case O_MAXDEV: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); ov->max_dev = u; break;
+        case O_TB: ov->tensorboard = arg; break;
+        case O_NO_TB: ov->no_tensorboard = 1; break;
         }
         if (rc) {
             tupe_cli_end(&c);

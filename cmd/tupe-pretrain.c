@@ -19,7 +19,8 @@ enum {
     O_DATA = 1, O_OUT, O_MODEL, O_POSITION, O_UNTIE, O_TIE, O_CKPT, O_BATCH, O_MICRO, O_LR,
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
-    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT
+    O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
+    O_TB, O_NO_TB
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
@@ -61,6 +62,7 @@ static const tupe_opt train_opts[] = {
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
+    TUPE_OPT_TENSORBOARD(O_TB, O_NO_TB),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
 static const tupe_opt eval_opts[] = {
@@ -245,6 +247,8 @@ int main(int argc, char **argv)
         switch (id) {
         case O_DATA: o->data = arg; break;
         case O_OUT: o->out = arg; break;
+        case O_TB: o->tensorboard = arg; break;
+        case O_NO_TB: o->no_tensorboard = 1; break;
         case O_MODEL: o->model = arg; break;
         case O_POSITION: o->position = arg; break;
         case O_UNTIE: o->untie_cls = 1; break;

@@ -16,17 +16,19 @@
 enum {
     O_OUT = 1, O_VOCAB, O_FORMAT, O_DOCS, O_KEEP_TITLE, O_ADD_SPECIAL, O_LINE_SEP, O_MAX_CHARS,
     O_MATCH_SPECIAL, O_LOWER, O_CASED, O_STRIP, O_KEEP_ACCENTS, O_INVALID, O_SKIP_SPECIAL,
-    O_MODEL, O_VOCAB_SIZE, O_MERGES, O_MIN_FREQ, O_LIMIT_ALPHA, O_MEMORY
+    O_MODEL, O_VOCAB_SIZE, O_MERGES, O_MIN_FREQ, O_LIMIT_ALPHA, O_MEMORY, O_FIELD
 };
 
 #define OPT_END {0, NULL, 0, 0, NULL, NULL, NULL}
 #define OPT_DOCS                                                                                 \
     {O_DOCS, "docs", 0, TUPE_REQARG, "MODE",                                                     \
      "document boundaries: blank (a blank line ends a\ndocument; default), line (every line is " \
-     "one),\nwiki (WikiExtractor <doc> blocks)",                                                 \
-     "list:blank line wiki"},                                                                    \
+     "one),\nwiki (WikiExtractor <doc> blocks), jsonl (JSON Lines:\none object per line)",       \
+     "list:blank line wiki jsonl"},                                                              \
     {O_KEEP_TITLE, "keep-title", 0, TUPE_NOARG, NULL,                                            \
-     "--docs wiki: keep the title line of each article", NULL}
+     "--docs wiki: keep the title line of each article", NULL},                                  \
+    {O_FIELD, "field", 0, TUPE_REQARG, "NAME",                                                   \
+     "--docs jsonl: the string field with the text\n(default: text)", NULL}
 #define OPT_CASE                                                                                 \
     {O_LOWER, "lowercase", 0, TUPE_NOARG, NULL, "lowercase the text (default)", NULL},           \
     {O_CASED, "cased", 0, TUPE_NOARG, NULL, "keep case", NULL},                                  \
@@ -118,7 +120,7 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-tokenize", "train vocabularies and encode text", cmds, NULL};
 
 typedef struct args {
-    const char *out, *vocab;
+    const char *out, *vocab, *field;
     int format, docs, keep_title, add_special, line_sep, match_special, skip_special;
     int lowercase, strip_accents, invalid;
     long max_chars;
@@ -145,7 +147,8 @@ static int parse(tupe_cli *c, args *a)
                                   &a->format);
             a->format_set = 1;
             break;
-        case O_DOCS: bad = tupe_cli_choice(c, arg, "blank|line|wiki", &a->docs); break;
+        case O_DOCS: bad = tupe_cli_choice(c, arg, "blank|line|wiki|jsonl", &a->docs); break;
+        case O_FIELD: a->field = arg; break;
         case O_KEEP_TITLE: a->keep_title = 1; break;
         case O_ADD_SPECIAL: a->add_special = 1; break;
         case O_LINE_SEP: a->line_sep = 1; break;
@@ -185,6 +188,8 @@ static int parse(tupe_cli *c, args *a)
     /* an option that would do nothing in this combination is refused, not ignored */
     if (a->keep_title && a->docs != TUPE_DOCS_WIKI)
         return tupe_cli_usage(c, "--keep-title is for --docs wiki only"), -1;
+    if (a->field && a->docs != TUPE_DOCS_JSONL)
+        return tupe_cli_usage(c, "--field is for --docs jsonl only"), -1;
     if (strcmp(c->cmd->name, "train") != 0)
         return 0;
     if (a->model == 1 && (a->limit_alpha >= 0 || a->accents_set))
@@ -199,13 +204,17 @@ static int parse(tupe_cli *c, args *a)
     return 0;
 }
 
-static int open_corpus(tupe_cli *c, int docs, tupe_corpus **corpus)
+static int open_corpus(tupe_cli *c, int docs, const char *field, tupe_corpus **corpus)
 {
     static const char *const stdin_only[] = {"-"};
     tupe_err e;
     const char *const *paths = c->nargs ? (const char *const *)c->args : stdin_only;
     if (tupe_corpus_open(corpus, paths, c->nargs ? c->nargs : 1, docs, &e))
         return tupe_cli_error(c, &e);
+    if (field && tupe_corpus_set_field(*corpus, field, &e)) {
+        tupe_corpus_close(*corpus);
+        return tupe_cli_error(c, &e);
+    }
     return 0;
 }
 
@@ -294,7 +303,7 @@ static int cmd_encode(tupe_cli *c, void *opts)
         rc = tupe_cli_error(c, &e);
         goto done;
     }
-    if ((rc = open_corpus(c, a->docs, &corpus)))
+    if ((rc = open_corpus(c, a->docs, a->field, &corpus)))
         goto done;
     tupe_tok_header h;
     header_for(v, &h);
@@ -397,7 +406,7 @@ static int cmd_info(tupe_cli *c, void *opts)
     int have_text = c->nargs > 0;
     if (have_text) {
         tupe_corpus *corpus;
-        if ((rc = open_corpus(c, a->docs, &corpus)))
+        if ((rc = open_corpus(c, a->docs, a->field, &corpus)))
             goto done;
         tupe_tok_header h;
         header_for(v, &h);
@@ -504,7 +513,9 @@ static int cmd_train(tupe_cli *c, void *opts)
     /* counting words needs whole lines, not whole documents: chunks may then cut anywhere,
      * which keeps them small whatever the documents' length */
     tupe_corpus *corpus;
-    int rc = open_corpus(c, a->docs == TUPE_DOCS_WIKI ? TUPE_DOCS_WIKI : TUPE_DOCS_LINE, &corpus);
+    int rc = open_corpus(c, a->docs == TUPE_DOCS_WIKI || a->docs == TUPE_DOCS_JSONL ? a->docs
+                                                                                  : TUPE_DOCS_LINE,
+                         a->field, &corpus);
     if (rc)
         return rc;
     tupe_err e;

@@ -55,7 +55,10 @@ __device__ __forceinline__ void stv(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stv(bf16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 /* v as it reads back after a store into T: where a later kernel recomputes from the stored
  * value (an activation from its stored pre-activation, a dropped probability from the stored
- * probability), the first one rounds the same way. Sums stay fp32 until their one store. */
+ * probability), the first one rounds the same way. Nothing else is rounded before its one
+ * store: an activation or a LayerNorm output that is dropped out is scaled in fp32 and
+ * rounded once (a rounding before the scale would only add error: no kernel reads the
+ * undropped value back). */
 __device__ __forceinline__ float rnd(float v, const float *) { return v; }
 __device__ __forceinline__ float rnd(float v, const bf16 *)
 {
@@ -101,6 +104,8 @@ typedef struct cu_priv {
     size_t scr_cap[SC_N];
     gemm_plan plans[PLAN_CAP];
     int nplans;
+    long long gemm_lt, gemm_legacy; /* products run through each path */
+    char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
     char msg[320];
 } cu_priv;
@@ -357,12 +362,24 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
               CKB(cublasLtMatmulPreferenceSetAttribute(
                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3));
     }
-    /* No algorithm (a status, or none returned) is not an error: such a product (odd leading
-     * dimensions of bf16, say) goes through cuBLAS's general strided-batched GEMM. */
-    if (!bad && (cublasLtMatmulAlgoGetHeuristic(pr->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, 1,
-                                                &res, &nres) != CUBLAS_STATUS_SUCCESS ||
-                 nres < 1))
-        g->legacy = 1;
+    /* No algorithm for the shape (NOT_SUPPORTED, or none returned) is not an error: such a
+     * product (odd leading dimensions of bf16, say) goes through cuBLAS's general
+     * strided-batched GEMM, and is counted (tupe_backend_cuda_gemm_counts). Any other status
+     * is one: the descriptors are wrong, and the fallback would hide it. */
+    if (!bad) {
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(pr->lt, g->op, g->la, g->lb, g->lc,
+                                                           g->lc, pref, 1, &res, &nres);
+        if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && nres < 1))
+            g->legacy = 1;
+        else
+            bad = ckb(pr, hs, "cublasLtMatmulAlgoGetHeuristic");
+    }
+    if (!bad && g->legacy && !pr->legacy_shape[0])
+        snprintf(pr->legacy_shape, sizeof pr->legacy_shape,
+                 "ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d batch=%d %s->%s, aligned "
+                 "%u/%u/%u", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->batch,
+                 ab == CUDA_R_32F ? "fp32" : "bf16", ct == CUDA_R_32F ? "fp32" : "bf16", k->ala,
+                 k->alb, k->alc);
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     if (bad) {
@@ -375,17 +392,21 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
     return g;
 }
 
-__global__ void k_scale2d(float *cf, bf16 *cb, int M, int N, int ldc, long long sc, float beta)
+/* Batches blockIdx.y, + gridDim.y, ...: grid.y stops at 65535. */
+__global__ void k_scale2d(float *cf, bf16 *cb, int M, int N, int ldc, long long sc, int batch,
+                          float beta)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t n = (size_t)M * N;
     if (i >= n)
         return;
-    size_t o = (size_t)blockIdx.y * (size_t)sc + (i / (size_t)N) * (size_t)ldc + i % (size_t)N;
-    if (cf)
-        cf[o] = beta == 0.0f ? 0.0f : cf[o] * beta;
-    else
-        cb[o] = __float2bfloat16_rn(beta == 0.0f ? 0.0f : __bfloat162float(cb[o]) * beta);
+    for (int q = blockIdx.y; q < batch; q += gridDim.y) {
+        size_t o = (size_t)q * (size_t)sc + (i / (size_t)N) * (size_t)ldc + i % (size_t)N;
+        if (cf)
+            cf[o] = beta == 0.0f ? 0.0f : cf[o] * beta;
+        else
+            cb[o] = __float2bfloat16_rn(beta == 0.0f ? 0.0f : __bfloat162float(cb[o]) * beta);
+    }
 }
 
 /* C = alpha op(A) op(B) + beta C, row-major, `batch` products at the given element strides.
@@ -398,10 +419,10 @@ static void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alph
     if (pr->err || M <= 0 || N <= 0 || batch <= 0)
         return;
     if (K <= 0) { /* an empty sum: C = beta C */
-        dim3 grid(nblocks((size_t)M * N, 256), (unsigned)batch);
+        dim3 grid(nblocks((size_t)M * N, 256), (unsigned)(batch < 65535 ? batch : 65535));
         k_scale2d<<<grid, 256, 0, pr->s>>>(ct == CUDA_R_32F ? (float *)C : NULL,
                                            ct == CUDA_R_32F ? NULL : (bf16 *)C, M, N, ldc, sc,
-                                           beta);
+                                           batch, beta);
         LAUNCHED("k_scale2d");
         return;
     }
@@ -424,11 +445,13 @@ static void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alph
     if (!g)
         return;
     if (!g->legacy) {
+        pr->gemm_lt++;
         CKB(cublasLtMatmul(pr->lt, g->op, &alpha, B, g->la, A, g->lb, &beta, C, g->lc, C, g->lc,
                            &g->algo, pr->ws, pr->ws_bytes, pr->s));
         return;
     }
     /* The same column-major product as above: cuBLAS's A is our B, its B our A. */
+    pr->gemm_legacy++;
     cublasComputeType_t comp =
         (ab == CUDA_R_32F && pr->tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CKB(cublasGemmStridedBatchedEx(pr->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -476,6 +499,23 @@ static uint16_t f2bf(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* d in fp32, rounded to odd (truncated, the last bit set when inexact): rounding that to bf16
+ * rounds d once, as a direct conversion would (fp32 keeps more than 2 bits beyond bf16's 8);
+ * d to fp32 to nearest, then to bf16, may round twice. */
+static float f64_odd(double d)
+{
+    float f = (float)d;
+    if ((double)f == d || f != f || isinf(f))
+        return f;
+    if (fabs((double)f) > fabs(d))
+        f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static float bf2f(uint16_t b)
 {
     uint32_t u = (uint32_t)b << 16;
@@ -515,11 +555,12 @@ static void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        float f = hd == TUPE_F64 ? (float)((const double *)src)[i] : ((const float *)src)[i];
         if (ds == 4)
-            ((float *)tmp)[i] = f;
+            ((float *)tmp)[i] = hd == TUPE_F64 ? (float)((const double *)src)[i]
+                                               : ((const float *)src)[i];
         else
-            ((uint16_t *)tmp)[i] = f2bf(f);
+            ((uint16_t *)tmp)[i] = f2bf(hd == TUPE_F64 ? f64_odd(((const double *)src)[i])
+                                                       : ((const float *)src)[i]);
     }
     if (!CK(cudaMemcpyAsync(dst, tmp, n * (size_t)ds, cudaMemcpyHostToDevice, pr->s)))
         CK(cudaStreamSynchronize(pr->s));
@@ -693,7 +734,7 @@ __global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, d
         stv(y, i, v);
     }
     if (a)
-        stv(a, i, dropv(d, d.base + i, rnd(act_f(v, act), a)));
+        stv(a, i, dropv(d, d.base + i, act_f(v, act)));
 }
 
 template <class T>
@@ -747,13 +788,15 @@ __device__ __forceinline__ bool row_in(const rowsel &s, int r)
     return true;
 }
 
-/* part_g[c,col] = sum over rows of chunk c of dy*xh, part_b[c,col] = sum of dy. Block (32, 8). */
+/* part_g[c,col] = sum over rows of chunk c of dy*xh, part_b[c,col] = sum of dy. Block (32, 8);
+ * the chunk is blockIdx.x (up to 2^31 - 1 of them), the 32 columns blockIdx.y (grid.y stops at
+ * 65535: 2,097,120 columns). */
 template <class T>
 __global__ void k_colsum_part(float *pg, float *pb, const T *dy, const T *xh, int N, int D,
                               rowsel sel)
 {
     __shared__ float sg[8][33], sb[8][33];
-    int col = blockIdx.x * 32 + threadIdx.x, c = blockIdx.y;
+    int col = blockIdx.y * 32 + threadIdx.x, c = blockIdx.x;
     float ag = 0, ab = 0;
     if (col < D) {
         int r1 = min(N, (c + 1) * COL_ROWS);
@@ -808,11 +851,15 @@ static void colsums(cu_priv *pr, T *dg, T *db, const T *dy, const T *xh, int N, 
     if (pr->err || N <= 0 || D <= 0 || !db)
         return;
     int nc = (N + COL_ROWS - 1) / COL_ROWS;
+    if (nblocks((size_t)D, 32) > 65535) {
+        set_err(pr, "%s%s", "column sums over more than 2097120 columns", "");
+        return;
+    }
     float *part = (float *)scratch(pr, SC_COL, 2 * (size_t)nc * D * sizeof(float));
     if (!part)
         return;
     float *pg = dg ? part : NULL, *pb = part + (size_t)nc * D;
-    dim3 grid(nblocks((size_t)D, 32), (unsigned)nc), blk(32, 8);
+    dim3 grid((unsigned)nc, nblocks((size_t)D, 32)), blk(32, 8);
     k_colsum_part<T><<<grid, blk, 0, pr->s>>>(pg, pb, dy, xh, N, D, sel);
     LAUNCHED("k_colsum_part");
     k_colsum_fin<T><<<nblocks((size_t)D, 256), 256, 0, pr->s>>>(dg, db, pg, pb, nc, D);
@@ -859,7 +906,7 @@ template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        stv(a, i, dropv(d, d.base + i, rnd(act_f(ldv(y, i), act), a)));
+        stv(a, i, dropv(d, d.base + i, act_f(ldv(y, i), act)));
 }
 
 template <class T>
@@ -872,13 +919,13 @@ __global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d)
     if (act == TUPE_ACT_GELU) {
         float g, v = tupe_gelu_fg_f(yv, &g);
         if (a)
-            stv(a, i, rnd(v, a) * k);
+            stv(a, i, v * k);
         stv(dd, i, dv * (g * k));
     } else if (act == TUPE_ACT_TANH) {
         float t = tanhf(yv);
         stv(dd, i, dv * ((1.0f - t * t) * k));
         if (a)
-            stv(a, i, rnd(t, a) * k);
+            stv(a, i, t * k);
     } else {
         stv(dd, i, dv * k);
         if (a)
@@ -948,7 +995,7 @@ __device__ void ln_row(T *y, T *xh, float *rs, int r, const float *buf, float s,
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
         float h = (buf[j] - mean) * rsv;
         stv(xh, o + j, h);
-        stv(y, o + j, dropv(d, d.base + o + j, rnd(h * ldv(g, j) + ldv(b, j), y)));
+        stv(y, o + j, dropv(d, d.base + o + j, h * ldv(g, j) + ldv(b, j)));
     }
     if (threadIdx.x == 0)
         rs[r] = rsv;
@@ -2175,6 +2222,16 @@ extern "C" int tupe_backend_cuda_device(tupe_backend *be)
     if (!be || !be->name || strncmp(be->name, "cuda", 4) != 0)
         return -1;
     return PR(be)->dev;
+}
+
+extern "C" void tupe_backend_cuda_gemm_counts(tupe_backend *be, long long *lt,
+                                              long long *legacy, char *first, size_t cap)
+{
+    int cuda = be && be->name && strncmp(be->name, "cuda", 4) == 0;
+    *lt = cuda ? PR(be)->gemm_lt : 0;
+    *legacy = cuda ? PR(be)->gemm_legacy : 0;
+    if (cap)
+        snprintf(first, cap, "%s", cuda ? PR(be)->legacy_shape : "");
 }
 
 /* ---- NCCL ------------------------------------------------------------------------------------ */

@@ -108,7 +108,8 @@ struct tupe_backend {
     void (*ln_fwd)(tupe_backend *be, tupe_dev *y, tupe_dev *xhat, tupe_dev *rstd,
                    const tupe_dev *x, const tupe_dev *gamma, const tupe_dev *beta, int N, int D,
                    double eps);
-    /* dx = dx_beta dx + LN'(dy); dgamma, dbeta accumulate. */
+    /* dx = dx_beta dx + LN'(dy); dgamma, dbeta accumulate (here and in resid_ln_bwd and
+     * embed_bwd both are required: no backend computes one without the other). */
     void (*ln_bwd)(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dgamma,
                    tupe_dev *dbeta, const tupe_dev *dy, const tupe_dev *xhat, const tupe_dev *rstd,
                    const tupe_dev *gamma, int N, int D);

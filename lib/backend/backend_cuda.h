@@ -32,6 +32,11 @@ int tupe_backend_cuda_devices(char *why, size_t cap);
  * (NULL and -1 for any other backend). */
 void *tupe_backend_cuda_stream(tupe_backend *be);
 int tupe_backend_cuda_device(tupe_backend *be);
+/* The matrix products run so far: through cuBLASLt (lt), and through cuBLAS's strided-batched
+ * GEMM because cuBLASLt had no algorithm for their shape (legacy); `first` (cap bytes) gets
+ * the first such shape, "" when none. Zeros for any other backend. */
+void tupe_backend_cuda_gemm_counts(tupe_backend *be, long long *lt, long long *legacy,
+                                   char *first, size_t cap);
 
 /* NCCL between the GPUs of a data-parallel job: rank 0 makes the id, the caller broadcasts it
  * (tupe_comm_bcast), and every rank joins; then gradients are summed in place on the device,

@@ -66,6 +66,13 @@ typedef struct tupe_prog {
  * id is the program's own). */
 #define TUPE_OPT_FORMAT_JSON(id) {(id), "format", 0, TUPE_REQARG, "FMT", "text (default) or json", "list:text json"}
 
+/* The --tensorboard DIR and --no-tensorboard rows of a training program (the TensorBoard copy of
+ * a run's metrics.jsonl, train/rundir.h), defined once (the ids are the program's own). */
+#define TUPE_OPT_TENSORBOARD(dir_id, off_id)                                                       \
+    {(dir_id), "tensorboard", 0, TUPE_REQARG, "DIR", "TensorBoard event files of the metrics here\n" \
+     "(default: OUTPUT/tensorboard)", "into:dir"},                                                 \
+    {(off_id), "no-tensorboard", 0, TUPE_NOARG, NULL, "metrics.jsonl only", NULL}
+
 /* Ids of the common options (never returned to the caller). */
 enum { TUPE_OPT_HELP = 1000, TUPE_OPT_VERSION, TUPE_OPT_QUIET, TUPE_OPT_VERBOSE,
        TUPE_OPT_THREADS, TUPE_OPT_COMPLETION };

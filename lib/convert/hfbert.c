@@ -12,6 +12,7 @@
 #include "base/fileio.h"
 #include "base/outdir.h"
 #include "base/version.h"
+#include "convert/hftokenizer.h"
 #include "convert/tensorfile.h"
 #include "formats/safetensors.h"
 #include "model/checkpoint.h"
@@ -215,6 +216,11 @@ static json_t *export_config(export_ctx *x)
         json_object_set_new(j, "rel_pos_buckets", json_integer(c->rel_pos_buckets));
         json_object_set_new(j, "max_rel_pos", json_integer(c->max_rel_pos));
         json_object_set_new(j, "activation_dropout", json_real(c->activation_dropout));
+        /* transformers runs the variants with the code written beside (trust_remote_code). */
+        json_object_set_new(j, "auto_map", json_pack(
+            "{s:s,s:s,s:s,s:s}", "AutoConfig", "configuration_tupe.TupeConfig", "AutoModel",
+            "modeling_tupe.TupeModel", "AutoModelForMaskedLM", "modeling_tupe.TupeForMaskedLM",
+            "AutoModelForSequenceClassification", "modeling_tupe.TupeForSequenceClassification"));
     }
     if (cls) {
         json_t *labels = json_object_get(x->state, "labels");
@@ -253,6 +259,24 @@ static int copy_file(const char *from, const char *to, tupe_err *e)
     return rc;
 }
 
+/* The Python that transformers runs for model_type "tupe", from share/tupe/hf/. */
+static int export_code(tupe_dirtx *tx, tupe_err *e)
+{
+    static const char *const files[] = {"configuration_tupe.py", "modeling_tupe.py"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[64], from[PATH_MAX], to[PATH_MAX];
+        snprintf(rel, sizeof rel, "hf/%s", files[i]);
+        if (tupe_share_path(rel, from, sizeof from))
+            return tupe_fail(e, TUPE_ENOINPUT, "%s: not found (tupe's share/tupe/hf is not "
+                             "installed beside the program)", from);
+        snprintf(to, sizeof to, "%s", tupe_dirtx_file(tx, files[i]));
+        int rc = copy_file(from, to, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int export_vocab(export_ctx *x, tupe_dirtx *tx, tupe_err *e)
 {
     char path[PATH_MAX];
@@ -275,6 +299,10 @@ static int export_vocab(export_ctx *x, tupe_dirtx *tx, tupe_err *e)
         }
         json_object_set_new(tc, "tokenizer_class", json_string("BertTokenizer"));
         json_object_set_new(tc, "do_lower_case", json_boolean(lc));
+        if (!rc) {
+            snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "tokenizer.json"));
+            rc = tupe_hf_tokenizer_write(v, lc, x->c->type_vocab_size > 0, path, e);
+        }
     } else {
         /* transformers has no fastBPE tokenizer: vocab.txt lists the ids' symbols, and the
          * BPE files travel along for tupe-tokenize. */
@@ -355,7 +383,8 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         goto out;
     cfg = export_config(&x);
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_CONFIG));
-    if ((rc = write_json(path, cfg, e)) || (rc = export_vocab(&x, tx, e)))
+    if ((rc = write_json(path, cfg, e)) || (rc = export_vocab(&x, tx, e)) ||
+        (!x.bert && (rc = export_code(tx, e))))
         goto out;
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;

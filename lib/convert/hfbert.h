@@ -3,7 +3,7 @@
  * checkpoint (man tupe-convert(1), "HUGGING FACE LAYOUT").
  *
  * A directory holds model.safetensors (or shards and model.safetensors.index.json),
- * config.json, vocab.txt and tokenizer_config.json. Our parameter names are already BERT's
+ * config.json, vocab.txt, tokenizer_config.json and (WordPiece) tokenizer.json. Our parameter names are already BERT's
  * inside `bert.`; the differences are:
  *
  *   ours                              Hugging Face
@@ -21,8 +21,10 @@
  * BERT-A exports as model_type "bert" (BertForMaskedLM, or BertForSequenceClassification for
  * a model with a classification head); without token types it gets one all-zero
  * token_type_embeddings row (type_vocab_size 1), which adds nothing. Every other variant
- * exports as model_type "tupe", which transformers refuses to load rather than compute
- * another function. Import reads both back; a BERT's legacy LayerNorm.gamma/beta names,
+ * exports as model_type "tupe" with share/tupe/hf/{configuration,modeling}_tupe.py copied
+ * beside config.json and an auto_map naming them: transformers runs it with
+ * trust_remote_code=True (AutoModel, AutoModelForMaskedLM,
+ * AutoModelForSequenceClassification). Import reads both back; a BERT's legacy LayerNorm.gamma/beta names,
  * F16/BF16 tensors, position_ids buffers and token types are handled as transformers does. */
 #ifndef TUPE_HFBERT_H
 #define TUPE_HFBERT_H

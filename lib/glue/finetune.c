@@ -537,6 +537,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     memset(&dev, 0, sizeof dev);
     tupe_adamw *opt = NULL;
     tupe_rundir *rdir = NULL;
+    tupe_err end_err;
     size_t *order = NULL;
     json_t *settings = NULL;
     int rc;
@@ -554,7 +555,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
         (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
         goto out;
-    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, 0, -1, e)))
+    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, 0, -1, o->tensorboard,
+                                o->no_tensorboard, e)))
         goto out;
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
@@ -666,7 +668,10 @@ out:
     if (!settings && !rc)
         rc = e->code;
     json_decref(settings);
-    tupe_rundir_end(rdir);
+    if (tupe_rundir_end(rdir, &end_err) && !rc) { /* metrics.jsonl or the event file */
+        *e = end_err;
+        rc = e->code;
+    }
     free(order);
     tupe_adamw_free(opt);
     dev_free(&dev);
@@ -866,12 +871,17 @@ static int sweep_runs(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backe
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     for (int g = 0; g < o->ngrid && !rc; g++) {
         for (int s = 0; s < S && !rc; s++) {
-            char dir[4200];
+            char dir[4200], tbdir[4200];
             tupe_ft_opts r = *o;
             r.lr = o->grid[g];
             r.seed = o->seed + (uint64_t)s;
             r.out = dir;
             snprintf(dir, sizeof dir, "%s/lr-%g/seed-%llu", o->out, r.lr, (unsigned long long)r.seed);
+            if (o->tensorboard) {   /* one TensorBoard run per fine-tuning run */
+                snprintf(tbdir, sizeof tbdir, "%s/lr-%g/seed-%llu", o->tensorboard, r.lr,
+                         (unsigned long long)r.seed);
+                r.tensorboard = tbdir;
+            }
             double sel, sets[2];
             int got = read_results(dir, &r, t, settings, &sel, sets, e);
             if (got > 0) {

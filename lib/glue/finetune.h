@@ -10,8 +10,8 @@
  *
  * A run directory (train/rundir.h: the rules every run directory follows) holds best/ (a
  * checkpoint: the model with its head, and in its training state the task, the label strings
- * in index order, the dev scores and the input settings), metrics.jsonl (every evaluation) and
- * results.json (the best scores). */
+ * in index order, the dev scores and the input settings), metrics.jsonl (every evaluation,
+ * and as TensorBoard event files in tensorboard/) and results.json (the best scores). */
 #ifndef TUPE_FINETUNE_H
 #define TUPE_FINETUNE_H
 
@@ -36,6 +36,9 @@ typedef struct tupe_ft_opts {
     const char *checkpoint;    /* pre-trained model (train, sweep) or fine-tuned (eval, predict) */
     const char *vocab;         /* vocab.txt or a BPE directory */
     const char *out;           /* run directory (train, sweep) or predictions directory */
+    const char *tensorboard;   /* train: event files of the metrics (train/rundir.h), NULL: OUT/tensorboard;
+                                  sweep: one subdirectory lr-X/seed-N per run */
+    int no_tensorboard;        /* metrics.jsonl only */
     int recipe;
     int lowercase;             /* the vocabulary's casing (1: uncased) */
     int max_len;

@@ -320,12 +320,12 @@ static int is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int tupe_config_preset_path(const char *name, char *dst, size_t cap)
+int tupe_share_path(const char *rel, char *dst, size_t cap)
 {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
-        snprintf(dst, cap, "share/tupe/models/%s.json", name);
+        snprintf(dst, cap, "share/tupe/%s", rel);
         return is_file(dst) ? 0 : -1;
     }
     exe[n] = 0;
@@ -333,13 +333,20 @@ int tupe_config_preset_path(const char *name, char *dst, size_t cap)
     if (slash)
         *slash = 0;
     /* Installed: PREFIX/bin -> PREFIX/share. Build tree: build/CFG/{bin,tests,bench} -> top. */
-    static const char *const rel[] = {"/../share/tupe/models/", "/../../../share/tupe/models/"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        snprintf(dst, cap, "%s%s%s.json", exe, rel[i], name);
+    static const char *const up[] = {"/../share/tupe/", "/../../../share/tupe/"};
+    for (size_t i = 0; i < sizeof up / sizeof up[0]; i++) {
+        snprintf(dst, cap, "%s%s%s", exe, up[i], rel);
         if (is_file(dst))
             return 0;
     }
     return -1;
+}
+
+int tupe_config_preset_path(const char *name, char *dst, size_t cap)
+{
+    char rel[1024];
+    snprintf(rel, sizeof rel, "models/%s.json", name);
+    return tupe_share_path(rel, dst, cap);
 }
 
 int tupe_config_load(tupe_config *c, const char *name_or_path, tupe_err *e)

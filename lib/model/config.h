@@ -54,6 +54,8 @@ int tupe_config_load(tupe_config *c, const char *name_or_path, tupe_err *e);
 /* Where a preset file lives: the first existing candidate is written to dst. 0, or -1 when
  * no candidate exists (dst then holds the last one tried). */
 int tupe_config_preset_path(const char *name, char *dst, size_t cap);
+/* The same for any installed file: share/tupe/REL (e.g. "hf/modeling_tupe.py"). */
+int tupe_share_path(const char *rel, char *dst, size_t cap);
 /* The configuration as JSON (pretty when indent > 0, compact otherwise). malloc'd; NULL only
  * when out of memory. Parsing it back gives the same configuration. */
 char *tupe_config_json(const tupe_config *c, int indent);

@@ -10,6 +10,7 @@
 
 #include "base/grow.h"
 #include "text/input.h"
+#include "text/jsonl.h"
 
 #define READ_BLOCK ((size_t)1 << 18)
 
@@ -27,6 +28,10 @@ struct tupe_corpus {
     size_t carry_len, carry_cap;
     uint64_t index;
     uint64_t consumed_closed, total;
+    char *field;           /* JSONL */
+    uint64_t mline;        /* JSONL: line number of the next chunk's first line */
+    char *conv;            /* JSONL: the converted chunk */
+    size_t conv_cap;
 };
 
 void tupe_chunk_free(tupe_chunk *ch)
@@ -179,7 +184,35 @@ void tupe_corpus_close(tupe_corpus *c)
     tupe_source_close(c->src);
     free(c->member);
     free(c->carry);
+    free(c->field);
+    free(c->conv);
     free(c);
+}
+
+int tupe_corpus_set_field(tupe_corpus *c, const char *field, tupe_err *e)
+{
+    char *f = strdup(field);
+    if (!f)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    free(c->field);
+    c->field = f;
+    return 0;
+}
+
+/* JSONL: the chunk's lines become the text of their documents, in BLANK framing. */
+static int convert_jsonl(tupe_corpus *c, tupe_chunk *ch, tupe_err *e)
+{
+    size_t n;
+    if (tupe_jsonl_convert(ch->data, ch->len, c->field ? c->field : TUPE_JSONL_FIELD, ch->name,
+                           c->mline, &c->conv, &c->conv_cap, &n, e))
+        return -1;
+    for (const char *p = ch->data, *end = ch->data + ch->len; (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        c->mline++;
+    char *d = ch->data;
+    size_t cap = ch->cap;
+    ch->data = c->conv, ch->cap = c->conv_cap, ch->len = n;
+    c->conv = d, c->conv_cap = cap;
+    return 0;
 }
 
 uint64_t tupe_corpus_consumed(const tupe_corpus *c)
@@ -280,6 +313,7 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
             c->first_chunk = 1;
             c->carry_len = 0;
             c->inside = 0;
+            c->mline = 1;
         }
         if (TUPE_RESERVE(ch->data, ch->cap, c->carry_len + READ_BLOCK))
             FAIL(tupe_fail(e, TUPE_EFAIL, "out of memory"));
@@ -289,11 +323,12 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         c->carry_len = 0;
         /* cut near the target: lines end anywhere, so LINE cuts at the first line end after
          * it; documents may be long, so other framings take the first boundary after half */
-        size_t from = c->docs == TUPE_DOCS_LINE ? target - 1 : target / 2, cut = 0;
+        int framing = c->docs == TUPE_DOCS_JSONL ? TUPE_DOCS_LINE : c->docs;
+        size_t from = framing == TUPE_DOCS_LINE ? target - 1 : target / 2, cut = 0;
         int bom_checked = !c->first_chunk, split = 0;
         for (;;) {
             if (ch->len >= target && from < ch->len &&
-                (cut = find_cut(c->docs, ch->data, ch->len, &from)))
+                (cut = find_cut(framing, ch->data, ch->len, &from)))
                 break;
             if (c->docs == TUPE_DOCS_BLANK && !c->member_eof && ch->len >= 2 * target) {
                 size_t f = target - 1;
@@ -360,6 +395,8 @@ int tupe_corpus_next(tupe_corpus *c, tupe_chunk *ch, size_t target, tupe_err *e)
         ch->member_start = first;
         ch->starts_inside = inside;
         ch->ends_inside = split;
+        if (c->docs == TUPE_DOCS_JSONL && convert_jsonl(c, ch, e))
+            return -1;
         return 1;
     }
 }
@@ -369,7 +406,7 @@ void tupe_docscan_init(tupe_docscan *d, const tupe_chunk *ch, int docs, int keep
     memset(d, 0, sizeof *d);
     d->p = ch->data;
     d->end = ch->data + ch->len;
-    d->docs = docs;
+    d->docs = docs == TUPE_DOCS_JSONL ? TUPE_DOCS_BLANK : docs; /* converted by the corpus */
     d->keep_title = keep_title;
     d->in_doc = docs == TUPE_DOCS_BLANK && ch->starts_inside;
     d->open_end = docs == TUPE_DOCS_BLANK && ch->ends_inside;

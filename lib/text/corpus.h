@@ -7,6 +7,9 @@
  *   WIKI   WikiExtractor output: a document runs from a `<doc ...>` line to a `</doc>` line;
  *          the line after `<doc>` (the title) is dropped unless asked for; lines outside
  *          documents and blank lines are ignored; &lt; &gt; &amp; are unescaped.
+ *   JSONL  JSON Lines: every line is a document, the text in one string field (jsonl.h); the
+ *          chunks hand out that text in BLANK framing (a document's lines, then an empty
+ *          line), and the scanner reads it as BLANK.
  * The end of every member also ends a document. A UTF-8 byte order mark at the start of a
  * member is dropped.
  *
@@ -24,7 +27,7 @@
 
 #include "base/error.h"
 
-enum tupe_docs { TUPE_DOCS_BLANK = 0, TUPE_DOCS_LINE = 1, TUPE_DOCS_WIKI = 2 };
+enum tupe_docs { TUPE_DOCS_BLANK = 0, TUPE_DOCS_LINE = 1, TUPE_DOCS_WIKI = 2, TUPE_DOCS_JSONL = 3 };
 
 #define TUPE_CHUNK_MAX ((size_t)1 << 30)
 
@@ -41,6 +44,8 @@ typedef struct tupe_chunk {
 typedef struct tupe_corpus tupe_corpus;
 
 int tupe_corpus_open(tupe_corpus **c, const char *const *paths, int npaths, int docs, tupe_err *e);
+/* JSONL: the field that holds the text (default TUPE_JSONL_FIELD, "text"); copied. */
+int tupe_corpus_set_field(tupe_corpus *c, const char *field, tupe_err *e);
 /* Fill ch with the next chunk of about `target` bytes: 1, 0 at the end of the corpus, or -1
  * on error (e says why). Empty members produce no chunk; an input whose members are all empty
  * is an error ("empty input"). */

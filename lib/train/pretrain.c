@@ -649,7 +649,8 @@ static int start_run_dir(trainer *t, tupe_err *e)
     if (t->r.rank != 0)
         return 0;
     int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, o->resume,
-                               t->resume_from[0] ? t->st.step : -1, e);
+                               t->resume_from[0] ? t->st.step : -1, o->tensorboard,
+                               o->no_tensorboard, e);
     if (rc)
         return rc;
     char path[4200];
@@ -938,7 +939,11 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
         announce(t);
         rc = train(t, stop, e);
     }
-    tupe_rundir_end(t->dir);
+    tupe_err end_err; /* metrics.jsonl or the event file could not be written */
+    if (tupe_rundir_end(t->dir, &end_err) && !rc) {
+        *e = end_err;
+        rc = e->code;
+    }
     tupe_adamw_free(t->opt);
     tupe_shardr_close(t->rd);
     free_run(&t->r);

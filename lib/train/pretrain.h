@@ -11,6 +11,7 @@
  * A run directory (train/rundir.h: the rules every run directory follows) holds:
  *   config.json                 the model configuration
  *   metrics.jsonl               one JSON object per logged step and per evaluation
+ *   tensorboard/                the same values as TensorBoard event files (train/rundir.h)
  *   checkpoints/step-NNNNNNNN/  model.safetensors + optimizer.safetensors (lib/model/checkpoint.h);
  *                               the training state (step, data position, counters) rides in
  *                               model.safetensors' metadata as "train_state"
@@ -61,6 +62,9 @@ typedef struct tupe_pretrain_opts {
     tupe_note_fn note;           /* progress lines and remarks (rank 0's), or NULL */
     void *note_ctx;
     int prefetch;                /* frames decoded ahead by the shard reader */
+    const char *tensorboard;     /* event files of the metrics (train/rundir.h); NULL: the run
+                                    directory's tensorboard/ */
+    int no_tensorboard;          /* metrics.jsonl only */
 } tupe_pretrain_opts;
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */

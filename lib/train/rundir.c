@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "base/fileio.h"
 #include "base/outdir.h"
+#include "formats/tfevents.h"
 #include "model/checkpoint.h"
 
 const tupe_run_kind tupe_run_pretrain = {"pre-training run", NULL};
@@ -20,6 +22,10 @@ struct tupe_rundir {
     const tupe_run_kind *k;
     tupe_dirlock *lock;
     FILE *metrics;
+    char path[PATH_MAX];    /* of metrics.jsonl */
+    tupe_tfevents *tb;      /* NULL: none, or stopped by a failed write */
+    int failed;             /* a write failed: err says which and why */
+    tupe_err err;
 };
 
 static int64_t step_of(const char *name);
@@ -53,6 +59,21 @@ int tupe_rundir_check(const char *dir, const tupe_run_kind *k, int adopt, tupe_e
     return tupe_outdir_check(dir, k->kind, TUPE_OUTDIR_REPLACE, e);
 }
 
+/* Nothing written yet: close what is open and release the lock. */
+static void drop(tupe_rundir *rd)
+{
+    if (!rd)
+        return;
+    tupe_err ignored;
+    if (rd->tb)
+        tupe_tfevents_close(rd->tb, &ignored);
+    if (rd->metrics)
+        fclose(rd->metrics);
+    tupe_dirlock_release(rd->lock);
+    free(rd->dir);
+    free(rd);
+}
+
 /* Create dir, take its lock, check it again under the lock (another process may have taken it
  * since), and record its kind. */
 static int take(tupe_rundir **out, const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e)
@@ -68,7 +89,7 @@ static int take(tupe_rundir **out, const char *dir, const tupe_run_kind *k, int 
     rd->k = k;
     if ((rc = tupe_dirlock_take(&rd->lock, dir, e)) || (rc = tupe_rundir_check(dir, k, adopt, e)) ||
         (rc = tupe_outdir_mark(dir, k->kind, e))) {
-        tupe_rundir_end(rd);
+        drop(rd);
         return rc;
     }
     *out = rd;
@@ -113,26 +134,48 @@ static int trim_metrics(const char *path, int64_t step, tupe_err *e)
     return tupe_out_commit(o, e);
 }
 
-int tupe_rundir_begin(tupe_rundir **rdp, const char *dir, const tupe_run_kind *k, int adopt,
-                      int64_t resume_step, tupe_err *e)
+/* Event files of an earlier run: TensorBoard would draw them as part of this one. */
+static int remove_events(const char *dir, tupe_err *e)
 {
-    char path[4200];
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d)))
+        if (strncmp(de->d_name, "events.out.tfevents.", 20) == 0 && unlinkat(dirfd(d), de->d_name, 0) != 0)
+            rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s/%s: cannot remove", dir, de->d_name);
+    closedir(d);
+    return rc;
+}
+
+int tupe_rundir_begin(tupe_rundir **rdp, const char *dir, const tupe_run_kind *k, int adopt,
+                      int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e)
+{
+    char path[PATH_MAX], tb[PATH_MAX];
     int rc;
     if (!*rdp && (rc = take(rdp, dir, k, adopt, e)))
         return rc;
     tupe_rundir *rd = *rdp;
-    if (rd->k->done) {
-        snprintf(path, sizeof path, "%s/%s", rd->dir, rd->k->done);
+    if (k->done) {
+        snprintf(path, sizeof path, "%s/%s", dir, k->done);
         if (remove(path) != 0 && errno != ENOENT)
             return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
     }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", rd->dir);
+    snprintf(tb, sizeof tb, "%s/tensorboard", dir);
+    if (!no_tensorboard && !tensorboard && resume_step < 0 && (rc = remove_events(tb, e)))
+        return rc;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (resume_step >= 0 && (rc = trim_metrics(path, resume_step, e)))
         return rc;
-    if (rd->metrics)
-        fclose(rd->metrics);
+    snprintf(rd->path, sizeof rd->path, "%s", path);
     if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w")))
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
+    if (!no_tensorboard && (rc = tupe_tfevents_open_dir(&rd->tb, tensorboard ? tensorboard : tb, e))) {
+        fclose(rd->metrics);
+        rd->metrics = NULL;
+        return rc;
+    }
     return 0;
 }
 
@@ -140,23 +183,59 @@ void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...)
 {
     if (!rd || !rd->metrics)
         return;
+    char small[1024], *line = small;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(rd->metrics, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    fputc('\n', rd->metrics);
-    fflush(rd->metrics);
+    if (n >= (int)sizeof small && (line = malloc((size_t)n + 1))) {
+        va_start(ap, fmt);
+        vsnprintf(line, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!line || n < 0) {
+        if (!rd->failed)
+            tupe_fail(&rd->err, TUPE_EFAIL, "%s: out of memory", rd->path);
+        rd->failed = 1;
+        return;
+    }
+    if ((fprintf(rd->metrics, "%s\n", line) < 0 || fflush(rd->metrics) != 0) && !rd->failed) {
+        tupe_fail_errno(&rd->err, TUPE_EIO, errno, "%s", rd->path);
+        rd->failed = 1;
+    }
+    tupe_err te;
+    if (rd->tb && tupe_tfevents_json(rd->tb, line, tupe_tfevents_now(), &te)) {
+        tupe_err ignored;
+        tupe_tfevents_close(rd->tb, &ignored);
+        rd->tb = NULL;
+        if (!rd->failed)
+            rd->err = te;
+        rd->failed = 1;
+    }
+    if (line != small)
+        free(line);
 }
 
-void tupe_rundir_end(tupe_rundir *rd)
+int tupe_rundir_end(tupe_rundir *rd, tupe_err *e)
 {
     if (!rd)
-        return;
-    if (rd->metrics)
-        fclose(rd->metrics);
+        return 0;
+    int rc = 0;
+    if (rd->failed) {
+        *e = rd->err;
+        rc = e->code;
+    }
+    tupe_err ce;
+    if (tupe_tfevents_close(rd->tb, &ce) && !rc) {
+        *e = ce;
+        rc = e->code;
+    }
+    if (rd->metrics && fclose(rd->metrics) != 0 && !rc)
+        rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s", rd->path);
     tupe_dirlock_release(rd->lock);
     free(rd->dir);
     free(rd);
+    return rc;
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------ */

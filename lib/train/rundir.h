@@ -13,6 +13,13 @@
  *   - metrics.jsonl holds one JSON object per line, each starting {"step":N: a new run starts
  *     it empty, a resumed run keeps the lines up to the step it resumes from (a killed run
  *     may have logged past its last checkpoint);
+ *   - every line of metrics.jsonl is also written, as TensorBoard scalars (formats/tfevents.h),
+ *     to an event file in tensorboard/ (or a directory of the caller's, or nowhere): both
+ *     are written by the one call, so they cannot differ. A new run removes the event files
+ *     of tensorboard/ (TensorBoard would draw them as part of it); a resumed run, or a
+ *     directory of the caller's, gets a file beside those there. A failed write of the event
+ *     file stops the event file, not the run: metrics.jsonl goes on, and tupe_rundir_end
+ *     returns the error;
  *   - checkpoints/step-NNNNNNNN/ count only once complete (their model file in place): the
  *     temporary directories of a killed save (".step-....tmp....") are never listed, and
  *     pruning removes them.
@@ -47,16 +54,17 @@ typedef struct tupe_rundir tupe_rundir;
  * before it starts leaves no directory behind (*rd stays NULL when dir does not exist). */
 int tupe_rundir_claim(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
                       tupe_err *e);
-
 /* Start writing the run: take dir if tupe_rundir_claim did not (creating it), remove the
  * done marker, and open metrics.jsonl: empty for a new run (resume_step < 0), else cut after
- * the lines of resume_step. */
+ * the lines of resume_step; and its TensorBoard copy: in `tensorboard`, NULL for
+ * dir/tensorboard, none with no_tensorboard. */
 int tupe_rundir_begin(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
-                      int64_t resume_step, tupe_err *e);
-/* Append one line to metrics.jsonl (written at once). NULL rd: nothing (the other ranks). */
+                      int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e);
+/* One metrics line, a JSON object starting {"step":N, without its newline: appended to
+ * metrics.jsonl and the event file, both flushed at once. NULL rd: nothing (the other ranks). */
 void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...) TUPE_PRINTF(2, 3);
-/* Close metrics.jsonl and release the lock. NULL is a no-op. */
-void tupe_rundir_end(tupe_rundir *rd);
+/* Close both and release the lock; 0, or the first error writing either. NULL is accepted. */
+int tupe_rundir_end(tupe_rundir *rd, tupe_err *e);
 
 /* ---- checkpoints/step-NNNNNNNN/ ----------------------------------------------------------- */
 

@@ -69,6 +69,10 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     verdict "end to end: a tiny model beats the SST-2 majority class (50.92%) by 5 points (got $acc)"
     [ -s $T/ft/best/model.safetensors ] && [ -s $T/ft/results.json ] && [ -s $T/ft/metrics.jsonl ]
     verdict "train keeps the best checkpoint and its scores"
+    $TESTTOOL tfevents $T/ft/metrics.jsonl -o $T/ft-ref.tfevents && $TESTTOOL tfevents-cat $T/ft-ref.tfevents >$T/ft-ref.txt
+    run $TESTTOOL tfevents-cat $T/ft/tensorboard/events.out.tfevents.*
+    [ $rc = 0 ] && [ $(ls $T/ft/tensorboard | wc -l) = 1 ] && cmp -s $T/out $T/ft-ref.txt && has $T/out " dev/SST-2/acc "
+    verdict "train writes the values of metrics.jsonl as TensorBoard scalars (tensorboard/)"
     run $P eval --task SST-2 --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt --format json
     [ $rc = 0 ] && awk -v a="$acc" -F'"acc":' '{ exit !(($2 + 0) - a < 1e-4 && a - ($2 + 0) < 1e-4) }' $T/out
     verdict "eval reproduces the best dev score"

@@ -26,6 +26,14 @@ for p in "$TUPE_BIN"/tupe-*; do
     [ -x $P/bin/$n ] && [ -L $P/share/bash-completion/completions/$n ]
     verdict "$n installed with its completion link"
 done
+# The installed tupe-convert finds the transformers code in PREFIX/share/tupe/hf.
+MT=$TUPE_BUILD/tests/tupe-modeltool
+CV=$TUPE_SRC/tests/fixtures/convert
+$MT init --model $CV/tiny.json --position tupe-r --vocab-size 60 -o $T/ck >/dev/null 2>&1
+run $P/bin/tupe-convert export --to hf $T/ck -o $T/ck-hf --vocab $CV/vocab.txt
+[ $rc = 0 ] && cmp -s $T/ck-hf/modeling_tupe.py $P/share/tupe/hf/modeling_tupe.py &&
+    [ -s $T/ck-hf/configuration_tupe.py ]
+verdict "an installed export carries share/tupe/hf/modeling_tupe.py"
 
 cat >$T/hello.c <<'C'
 #include <stdio.h>

@@ -34,6 +34,23 @@ grep -q '"val_loss"' $T/a/metrics.jsonl
 verdict "the final validation is logged"
 has $T/err "step 24/24  loss" && has $T/err "training sequences of 32 tokens; batch 8 (1 rank x 1 micro-batch of 8)" && has $T/err "done: step 24, loss of that step "
 verdict "progress lines on stderr"
+$TESTTOOL tfevents $T/a/metrics.jsonl -o $T/a-ref.tfevents && $TESTTOOL tfevents-cat $T/a-ref.tfevents >$T/a-ref.txt
+run $TESTTOOL tfevents-cat $T/a/tensorboard/events.out.tfevents.*
+[ $rc = 0 ] && cmp -s $T/out $T/a-ref.txt && has $T/out "24 loss_bits " && has $T/out "24 val_acc "
+verdict "the values of metrics.jsonl as TensorBoard scalars in tensorboard/"
+run $P train "${common[@]}" -o $T/tb1 --steps 2 --no-tensorboard
+[ $rc = 0 ] && [ ! -e $T/tb1/tensorboard ] && [ -s $T/tb1/metrics.jsonl ]
+verdict "--no-tensorboard: metrics.jsonl only"
+run $P train "${common[@]}" -o $T/tb2 --steps 2 --tensorboard $T/tbdir/run2
+[ $rc = 0 ] && [ ! -e $T/tb2/tensorboard ] && ls $T/tbdir/run2/events.out.tfevents.* >/dev/null
+verdict "--tensorboard DIR: the event files there"
+# What a run killed before its first checkpoint leaves: metrics.jsonl and an event file.
+mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/a/.tupe-kind $T/tb3/ &&
+    cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/
+old_events=$(basename $T/a/tensorboard/events.out.tfevents.*)
+run $P train "${common[@]}" -o $T/tb3 --steps 2
+[ $rc = 0 ] && [ $(ls $T/tb3/tensorboard | wc -l) = 1 ] && [ ! -e $T/tb3/tensorboard/$old_events ]
+verdict "a new run in a run directory replaces the event files of tensorboard/"
 
 run $P train "${common[@]}" -o $T/a --steps 4
 [ $rc = 73 ] && has $T/err "$T/a already holds a run (checkpoints up to step 24): --resume continues it" && \
@@ -71,6 +88,10 @@ cmp -s <(data_bytes $T/a/checkpoints/step-00000024/optimizer.safetensors) <(data
 verdict "... and the same optimizer state"
 [ "$(grep -c '"loss"' $T/b/metrics.jsonl)" = 24 ]
 verdict "... and one metrics line per step"
+$TESTTOOL tfevents $T/b/metrics.jsonl -o $T/b-ref.tfevents && $TESTTOOL tfevents-cat $T/b-ref.tfevents | sort >$T/b-ref.txt
+for f in $T/b/tensorboard/events.out.tfevents.*; do $TESTTOOL tfevents-cat $f; done | sort >$T/b-tb.txt
+[ $(ls $T/b/tensorboard | wc -l) = 2 ] && [ -s $T/b-ref.txt ] && cmp -s $T/b-tb.txt $T/b-ref.txt
+verdict "... and an event file of its own beside the first run's, together the values of metrics.jsonl"
 cp $T/b/metrics.jsonl $T/b.metrics
 run $P train "${common[@]}" -o $T/b --steps 24 --resume
 [ $rc = 0 ] && has $T/err "is at step 24, --steps is 24: nothing to do" && lacks $T/err "done: step 0" && \

@@ -7,7 +7,9 @@
 #   build    make CUDA=1 (sm_80 + sm_90) of the programs and the test tools, or, where this
 #            machine lacks the libraries, the bundle tests/gpu/bundle.sh made (build/gpu)
 #   ops      every operation of lib/backend/backend.h on random inputs (T = 77, padded sequences,
-#            H = 12, dh = 64): cuda vs cpu, then cuda-bf16 vs cpu; one line per output
+#            H = 12, dh = 64), and shapes at the launch limits: cuda vs cpu, then cuda-bf16 vs
+#            cpu; one line per output, and which products cuBLASLt had no algorithm for (they
+#            ran through cuBLAS's GEMM: a "GEMM" line)
 #   step     a training step of tiny and small for every variant (bert-a, bert-r, bert-ad,
 #            tupe-a, tupe-a tie-cls, tupe-r): loss, logits, gradient norm, every gradient
 #   curve    50 AdamW steps of small from the same seed on both backends: the loss curves
@@ -154,7 +156,7 @@ fi
 for dev in cuda cuda-bf16; do
     : >"$LOGS/ops-$dev.log"
     orc=0
-    for g in memory gemm linear act ln embed attn pos heads adamw; do
+    for g in memory gemm linear act ln embed attn pos heads adamw limits; do
         part "ops-one" 60 "$X" ops --ref cpu --dev "$dev" --only $g
         [ "$prc" = 0 ] || orc=$prc
         { echo "# group $g: exit $prc"; cat "$LOGS/ops-one.log"; } >>"$LOGS/ops-$dev.log"
@@ -166,6 +168,7 @@ for dev in cuda cuda-bf16; do
     done
     prc=$orc
     report_parity "ops-$dev"
+    grep '^GEMM' "$LOGS/ops-$dev.log" | grep -v ', 0 through cuBLAS$' | head -5
 done
 rm -f "$LOGS/ops-one.log" "$LOGS/ops-blocking.log"
 

@@ -8,7 +8,8 @@
  *
  *   tupe-parity ops   --ref cpu --dev cuda [--small] [--only GROUP]
  *                     every operation of lib/backend/backend.h (GROUP: memory, gemm, linear,
- *                     act, ln, embed, attn, pos, heads, adamw)
+ *                     act, ln, embed, attn, pos, heads, adamw; and limits, only when named:
+ *                     shapes at the CUDA backend's launch limits)
  *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
  *                     one training step: loss, logits, gradient norm, every parameter gradient
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
@@ -27,6 +28,9 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#if defined(TUPE_HAVE_CUDA)
+#include "backend/backend_cuda.h"
+#endif
 #include "model/config.h"
 #include "model/model.h"
 #include "model/optim.h"
@@ -288,6 +292,20 @@ static void ops_memory(pair *P)
         same &= memcmp(back, iv, sizeof iv) == 0;
     }
     verdict(P, "upload", "i32", "x", same ? 0 : 1, same ? 0 : 1, 0);
+    /* Doubles that fall on a bf16 tie once rounded to fp32: the device rounds them once. */
+    static const double tie[4] = {1 + 0x1p-8 + 0x1p-30, 1 + 0x1p-8 - 0x1p-30,
+                                  -(1 + 0x1p-8 + 0x1p-30), 1 + 0x3p-8 + 0x1p-40};
+    static const float once[4] = {1 + 0x1p-7f, 1.0f, -(1 + 0x1p-7f), 1 + 0x1p-6f};
+    tupe_backend *dev = P->be[1];
+    tupe_dev *t = dev->alloc(dev, 4 * (size_t)dev->esize);
+    float got[4], want[4];
+    dev->upload(dev, t, tie, 4, TUPE_F64);
+    dev->download(dev, got, t, 4, TUPE_F32);
+    dev->free(dev, t);
+    for (int i = 0; i < 4; i++)
+        want[i] = P->bf16 ? once[i] : (float)tie[i];
+    if (!backend_error(P, "upload"))
+        cmp_host(P, "upload", "f64 rounds once", "x", want, got, 4, 0);
     rel(P, &x), rel(P, &wb), rel(P, &ib);
     free(v);
     free(w);
@@ -311,6 +329,59 @@ static void ops_gemm(pair *P)
             cmp(P, "gemm", var, "C", &C, TOL(P, 1e-5, 8e-3));
             rel(P, &A), rel(P, &Bm), rel(P, &C);
         }
+    /* K = 0: an empty sum, C = beta C (the CUDA backend's own kernel, not the library) */
+    for (int k = 0; k < 2; k++) {
+        int ldc = N + 3;
+        buf A = mkr(P, 8, 1), Bm = mkr(P, 8, 1), C = mkr(P, (size_t)M * ldc, 1);
+        double beta = k ? 0.0 : 0.5;
+        BOTH(be->gemm(be, 0, 0, M, N, 0, 1.0, D(A), 1, D(Bm), N, beta, D(C), ldc));
+        cmp(P, "gemm", k ? "K=0 beta=0" : "K=0 beta=0.5", "C", &C, TOL(P, 1e-7, 8e-3));
+        rel(P, &A), rel(P, &Bm), rel(P, &C);
+    }
+}
+
+/* The bf16 tolerances of linear_fwd's y and a, derived from its roundings. u = 2^-8 bounds the
+ * relative error of one rounding to bf16 (to nearest even, 8 significant bits). Both backends
+ * compute g = x W^T alike (exact products of the same bf16 inputs, fp32 sums in different
+ * orders: ~1e-7). The reference keeps y = g + b and a = s f(y) in fp32 (f the activation, s
+ * the dropout scale of a kept element, 1 without dropout); the device stores
+ *   y' = rnd(rnd(g) + b)   (y is a bf16 buffer, and the activation is computed from it,
+ *                           since the backward recomputes a from the stored y)
+ *   a' = rnd(s f(y'))      (one rounding: s multiplies in fp32),
+ * so |y' - y| <= u (|g| + |y|) (u |y| without a bias: y' = rnd(g)) and
+ * |a' - a| <= s |f'(y)| |y' - y| + u |a|, to first order. The
+ * parity error divides by the largest |reference|, hence over the reference's elements
+ *   tol_y = u max(|g| + |y|) / max|y|
+ *   tol_a = u (s max(|f'(y)| (|g| + |y|)) + max|a|) / max|a|
+ * times 1 + 4u for the second-order terms, plus 1e-6 for the fp32 arithmetic: with the inputs
+ * below about 1.9u and 3.1u (errors seen: up to 1.5u and 2.1u). The kernels used to round
+ * f(y') to bf16 before the dropout scale, a third rounding that nothing needs: errors up to
+ * 2.6u against a fixed 8e-3 = 2.05u (finding R1). */
+static void linear_fwd_tols(pair *P, const buf *y, const buf *a, const float *b, int out,
+                            int act, double p, double *ty, double *ta)
+{
+    size_t n = y->n;
+    float *yr = xmalloc(n * sizeof *yr), *ar = xmalloc(n * sizeof *ar);
+    P->be[0]->download(P->be[0], yr, y->d[0], n, TUPE_F32);
+    if (act != TUPE_ACT_NONE)
+        P->be[0]->download(P->be[0], ar, a->d[0], n, TUPE_F32);
+    double u = 1.0 / 256, s = p > 0 ? tupe_dropout_scale(tupe_dropout_thr(p)) : 1;
+    double my = 0, gy = 0, fg = 0, ma = 0;
+    for (size_t i = 0; i < n; i++) {
+        double yv = yr[i], g = b ? yv - b[i % (size_t)out] : yv;
+        double e = b ? fabs(g) + fabs(yv) : fabs(yv); /* without a bias, y' = rnd(g) */
+        my = fmax(my, fabs(yv));
+        gy = fmax(gy, e);
+        if (act == TUPE_ACT_NONE)
+            continue;
+        double d = act == TUPE_ACT_GELU ? tupe_gelu_grad_d(yv) : 1 - tanh(yv) * tanh(yv);
+        fg = fmax(fg, fabs(d) * e);
+        ma = fmax(ma, fabs((double)ar[i]));
+    }
+    *ty = u * gy / my * (1 + 4 * u) + 1e-6;
+    *ta = act == TUPE_ACT_NONE ? *ty : u * (s * fg + ma) / ma * (1 + 4 * u) + 1e-6;
+    free(yr);
+    free(ar);
 }
 
 static void ops_linear(pair *P, const shape *S)
@@ -323,15 +394,20 @@ static void ops_linear(pair *P, const shape *S)
     };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         buf x = mkr(P, (size_t)N * in, 1), W = mkr(P, (size_t)out * in, 0.05);
-        buf b = mkr(P, (size_t)out, 0.5), y = mk(P, (size_t)N * out, 0, NULL);
+        float *bv = randv(P, (size_t)out, 0.5, 0);
+        buf b = mk(P, (size_t)out, 0, bv), y = mk(P, (size_t)N * out, 0, NULL);
         buf a = mk(P, (size_t)N * out, 0, NULL);
         tupe_drop d = dropper(v[k].p, 3, 1000);
         BOTH(be->linear_fwd(be, D(y), D(a), D(x), D(W), v[k].bias ? D(b) : NULL, N, in, out,
                             v[k].act, &d));
-        cmp(P, "linear_fwd", v[k].name, "y", &y, TOL(P, 1e-5, 8e-3));
+        double ty = TOL(P, 1e-5, 0), ta = ty;
+        if (P->bf16)
+            linear_fwd_tols(P, &y, &a, v[k].bias ? bv : NULL, out, v[k].act, v[k].p, &ty, &ta);
+        cmp(P, "linear_fwd", v[k].name, "y", &y, ty);
         if (v[k].act != TUPE_ACT_NONE)
-            cmp(P, "linear_fwd", v[k].name, "a", &a, TOL(P, 1e-5, 8e-3));
+            cmp(P, "linear_fwd", v[k].name, "a", &a, ta);
         rel(P, &x), rel(P, &W), rel(P, &b), rel(P, &y), rel(P, &a);
+        free(bv);
     }
     for (int k = 0; k < 3; k++) {
         static const char *names[] = {"dx_beta=0", "dx_beta=1", "no-db,no-dx"};
@@ -621,16 +697,31 @@ static void ops_adamw(pair *P)
     free(vv);
 }
 
+/* Shapes at the CUDA backend's launch limits: a column sum over 4,194,305 rows, whose chunks
+ * of 64 rows once were grid.y (at most 65535: finding R3). Only with --only limits. */
+static void ops_limits(pair *P)
+{
+    int N = 4194305, in = 1, out = 3;
+    buf dy = mkr(P, (size_t)N * out, 1), x = mkr(P, (size_t)N * in, 1);
+    buf W = mkr(P, (size_t)out * in, 0.5), dW = mkr(P, (size_t)out * in, 0.1);
+    buf db = mkr(P, (size_t)out, 0.1), dx = mkr(P, (size_t)N * in, 1);
+    BOTH(be->linear_bwd(be, D(dx), 0, D(dW), D(db), D(dy), D(x), D(W), N, in, out));
+    cmp(P, "linear_bwd", "N=4194305", "db", &db, TOL(P, 1e-3, 8e-3));
+    cmp(P, "linear_bwd", "N=4194305", "dW", &dW, TOL(P, 1e-3, 8e-3));
+    cmp(P, "linear_bwd", "N=4194305", "dx", &dx, TOL(P, 1e-5, 8e-3));
+    rel(P, &dy), rel(P, &x), rel(P, &W), rel(P, &dW), rel(P, &db), rel(P, &dx);
+}
+
 static int cmd_ops(pair *P, int small, const char *only)
 {
     shape full = {4, 77, 12, 64, 768, 3072, 30522, 2000, 46, 32};
     shape tiny = {3, 13, 2, 8, 16, 40, 97, 50, 7, 6};
     const shape *S = small ? &tiny : &full;
-    static const char *const groups[] = {"memory", "gemm", "linear", "act", "ln",
-                                         "embed", "attn", "pos", "heads", "adamw"};
+    static const char *const groups[] = {"memory", "gemm", "linear", "act", "ln", "embed",
+                                         "attn", "pos", "heads", "adamw", "limits"};
     int any = 0;
-    for (int g = 0; g < 10; g++) {
-        if (only && strcmp(only, groups[g]) != 0)
+    for (int g = 0; g < 11; g++) {
+        if (only ? strcmp(only, groups[g]) != 0 : g == 10)
             continue;
         any = 1;
         switch (g) {
@@ -643,12 +734,13 @@ static int cmd_ops(pair *P, int small, const char *only)
         case 6: ops_attn(P, S); break;
         case 7: ops_pos(P, S); break;
         case 8: ops_heads(P, S); break;
-        default: ops_adamw(P); break;
+        case 9: ops_adamw(P); break;
+        default: ops_limits(P); break;
         }
     }
     if (!any) {
         fprintf(stderr, "tupe-parity: --only: memory, gemm, linear, act, ln, embed, attn, pos, "
-                        "heads or adamw\n");
+                        "heads, adamw or limits\n");
         return 2;
     }
     return 0;
@@ -992,6 +1084,17 @@ int main(int argc, char **argv)
     }
     printf("SUMMARY %s %s vs %s: %d checks, %d failed\n", cmd, P.be[1]->name, P.be[0]->name,
            P.checks, P.fails);
+#if defined(TUPE_HAVE_CUDA)
+    /* Products that cuBLASLt had no algorithm for ran through cuBLAS's general GEMM: shown,
+     * so that a run says which path its products took. */
+    long long lt, legacy;
+    char first[200];
+    tupe_backend_cuda_gemm_counts(P.be[1], &lt, &legacy, first, sizeof first);
+    if (lt || legacy)
+        printf("GEMM %s: %lld products through cuBLASLt, %lld through cuBLAS%s%s\n",
+               P.be[1]->name, lt, legacy, legacy ? " (no cuBLASLt algorithm), the first: " : "",
+               first);
+#endif
     tupe_backend_destroy(P.be[0]);
     tupe_backend_destroy(P.be[1]);
     return rc ? rc : P.fails ? 1 : 0;

@@ -1,6 +1,7 @@
 /* XXH3-64 against the published vectors of xxHash's own self-test (xxhsum's sanity check:
  * a buffer filled by byte = (gen >> 56), gen *= PRIME64, gen starting at PRIME32). */
 #include "base/checksum.h"
+#include "base/crc32c.h"
 #include "unit.h"
 
 #define PRIME32 2654435761U
@@ -84,5 +85,25 @@ static void detects_single_bit_flips(void)
     }
 }
 
-UNIT_MAIN(T(published_vectors), T(streaming_matches_one_shot), T(hex_round_trip),
+/* RFC 3720 (iSCSI) B.4 vectors and the classic check value; TFRecord's masking. */
+static void crc32c_vectors(void)
+{
+    uint8_t b[32];
+    CHECK_U64(tupe_crc32c(0, "123456789", 9), 0xE3069283u);
+    memset(b, 0, sizeof b);
+    CHECK_U64(tupe_crc32c(0, b, 32), 0x8A9136AAu);
+    memset(b, 0xFF, sizeof b);
+    CHECK_U64(tupe_crc32c(0, b, 32), 0x62A8AB43u);
+    for (int i = 0; i < 32; i++)
+        b[i] = (uint8_t)i;
+    CHECK_U64(tupe_crc32c(0, b, 32), 0x46DD794Eu);
+    for (int i = 0; i < 32; i++)
+        b[i] = (uint8_t)(31 - i);
+    CHECK_U64(tupe_crc32c(0, b, 32), 0x113FDB5Cu);
+    CHECK_U64(tupe_crc32c(tupe_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+    uint32_t c = 0xE3069283u;
+    CHECK_U64(tupe_crc32c_masked("123456789", 9), (uint32_t)(((c >> 15) | (c << 17)) + 0xa282ead8u));
+}
+
+UNIT_MAIN(T(crc32c_vectors), T(published_vectors), T(streaming_matches_one_shot), T(hex_round_trip),
           T(detects_single_bit_flips))

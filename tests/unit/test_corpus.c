@@ -3,6 +3,7 @@
  * order). */
 #include "base/strtab.h"
 #include "text/corpus.h"
+#include "text/jsonl.h"
 #include "text/pipeline.h"
 #include "unit.h"
 
@@ -225,4 +226,47 @@ static void string_table(void)
     tupe_strtab_free(&t);
 }
 
-UNIT_MAIN(T(chunks), T(framing), T(ordered_pipeline), T(string_table))
+/* JSON Lines: the field's text in blank-line framing, errors with file:line. */
+static char *convert(const char *in, const char *field, uint64_t first, tupe_err *e)
+{
+    char *out = NULL;
+    size_t cap = 0, n;
+    if (tupe_jsonl_convert(in, strlen(in), field, "c.jsonl", first, &out, &cap, &n, e)) {
+        free(out);
+        return NULL;
+    }
+    char *s = malloc(n + 1);
+    memcpy(s, out ? out : "", n);
+    s[n] = 0;
+    free(out);
+    return s;
+}
+
+static void jsonl(void)
+{
+    tupe_err e;
+    char *s = convert("{\"text\": \"a b\\nc\", \"x\": [1]}\n\n{\"text\": \"\"}\r\n"
+                    "{\"t\": 1, \"text\": \"\\u00e9\\n \\n\\nd\"}", "text", 1, &e);
+    CHECK_STR(s, "a b\nc\n\n\xc3\xa9\nd\n\n");
+    free(s);
+    s = convert("{\"body\": \"x\"}\n", "body", 1, &e);
+    CHECK_STR(s, "x\n\n");
+    free(s);
+    static const struct { const char *in, *msg; } bad[] = {
+        {"{\"text\": \"a\"}\n{\"text\": 3}\n", "c.jsonl:8: \"text\" is a number, not a string"},
+        {"{\"text\": \"a\"}\n{\"body\": \"b\"}\n", "c.jsonl:8: no \"text\" field"},
+        {"\n\n[\"text\"]\n", "c.jsonl:9: expected a JSON object, found an array"},
+        {"{\"text\": \"a\"\n", "c.jsonl:7:"},
+        {"{\"text\": \"\xff\"}\n", "c.jsonl:7:"},
+        {"{\"text\": \"a\\u0000b\"}\n", "c.jsonl:7:"},
+        {"{\"text\": null}\n", "\"text\" is null"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = convert(bad[i].in, "text", 7, &e);
+        CHECK_MSG(s == NULL && e.code == TUPE_EDATA && strstr(e.msg, bad[i].msg),
+                  "case %zu: %s", i, s ? s : e.msg);
+        free(s);
+    }
+}
+
+UNIT_MAIN(T(chunks), T(framing), T(ordered_pipeline), T(string_table), T(jsonl))

@@ -1,0 +1,2 @@
+/* cuemu: the CUDA runtime on the CPU (see cuemu.h). */
+#include "cuemu.h"

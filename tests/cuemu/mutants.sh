@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# make check-cuemu-mutants: shows that make check-cuemu catches broken kernels. Each mutant is a
+# copy of kernels/backend_cuda.cu with one deliberate bug; it is compiled and linked into a
+# tupe-parity of its own (the CUDA=emu build's library, its kernels replaced), and the parity
+# parts of check-cuemu (tests/cuemu/run.sh: ops, ops-warps, ops-legacy, step-small,
+# step-t512, curve, for cuda then cuda-bf16) run on it until one fails. A mutant is caught
+# when a part fails; one line per mutant, naming the part, then "N passed, N failed" (a
+# mutant that survives is a failure: the check missed a bug).
+#
+# Environment (from the Makefile, in the CUDA=emu configuration): TUPE_SRC, CUEMU_BUILD, NVCC,
+# NVFLAGS, CC, LDFLAGS, LDLIBS; CUEMU_MUTANTS, a regular expression: only the mutants it
+# matches.
+set -u
+: "${TUPE_SRC:?run through make check-cuemu-mutants}" "${CUEMU_BUILD:?}" "${NVCC:?}" "${CC:?}"
+: "${NVFLAGS:=}" "${LDFLAGS:=}" "${LDLIBS:=}"
+CU=$TUPE_SRC/kernels/backend_cuda.cu
+M=$CUEMU_BUILD/mutants
+only=${CUEMU_MUTANTS:-}
+
+# name|the bug|a Perl substitution that must change the file exactly once
+MUTANTS=(
+    'barrier-block-reduce|block_reduce without its leading __syncthreads (a warp that runs ahead overwrites the partial sums a slower one still reads)|s{\n\s*__syncthreads\(\); /\* sh may still be read by a previous call \*/}{}'
+    'barrier-column-sums|k_colsum_part reads the shared partial sums without the __syncthreads after they are written|s{(\[threadIdx\.x\] = ab;)\n\s*__syncthreads\(\);}{$1}'
+    'transpose-cublaslt|the cuBLASLt descriptor takes op(A) from ta and op(B) from tb (the row-major to column-major swap forgotten)|s{opa = k->tb \? CUBLAS_OP_T : CUBLAS_OP_N;\n(\s*)cublasOperation_t opb = k->ta}{opa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n$1cublasOperation_t opb = k->tb}'
+    'transpose-legacy-gemm|the cuBLAS fallback passes the transposes of A and B the wrong way round|s{cublasGemmStridedBatchedEx\(pr->blas, tb \? CUBLAS_OP_T : CUBLAS_OP_N,\n(\s*)ta \? CUBLAS_OP_T : CUBLAS_OP_N}{cublasGemmStridedBatchedEx(pr->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N,\n$1tb ? CUBLAS_OP_T : CUBLAS_OP_N}'
+    'transpose-attention|the attention scores as Q^T K instead of Q K^T|s{lt_gemm\(pr, 0, 1, T_, T_, dh, \(float\)alpha, Q \+ }{lt_gemm(pr, 1, 0, T_, T_, dh, (float)alpha, Q + }'
+    'bucket-bias|the relative bias reads the bucket of (i, j + 1) for (i, j)|s{rel, \(size_t\)buckets\[\(size_t\)i \* ldb \+ j\]}{rel, (size_t)buckets[(size_t)i * ldb + j + 1]}'
+    'bucket-gradient|the relative-table gradient sorts (i, j) under bucket + 1|s{keys\[x\] = \(unsigned\)buckets\[\(size_t\)i \* ldb \+ j\];}{keys[x] = (unsigned)(buckets[(size_t)i * ldb + j] + 1);}'
+)
+
+mkdir -p "$M"
+pass=0 fail=0
+for m in "${MUTANTS[@]}"; do
+    name=${m%%|*} m=${m#*|} what=${m%%|*} sub=${m#*|}
+    [ -z "$only" ] || [[ $name =~ $only ]] || continue
+    d=$M/$name
+    rm -rf "$d" && mkdir -p "$d"
+    n=$(SUB=$sub perl -0777 -ne 'my $n = eval "\$_ =~ $ENV{SUB}g"; die $@ if $@; print $n + 0' "$CU")
+    SUB=$sub perl -0777 -pe 'eval "\$_ =~ $ENV{SUB}"; die $@ if $@' "$CU" >"$d/backend_cuda.cu"
+    if [ "$n" != 1 ] || cmp -s "$CU" "$d/backend_cuda.cu"; then
+        echo "not ok - mutant/$name: the substitution does not apply once to kernels/backend_cuda.cu (it changed?)"
+        fail=$((fail + 1))
+        continue
+    fi
+    # shellcheck disable=SC2086
+    if ! $NVCC $NVFLAGS -DTUPE_HAVE_CUDA=1 -c "$d/backend_cuda.cu" -o "$d/backend_cuda.o" >"$d/build.log" 2>&1 ||
+       ! cp "$CUEMU_BUILD/libtupe.a" "$d/libtupe.a" || ! ar r "$d/libtupe.a" "$d/backend_cuda.o" 2>>"$d/build.log" ||
+       ! $CC $LDFLAGS "$CUEMU_BUILD/obj/tools/tupe-parity.o" "$d/libtupe.a" $LDLIBS -o "$d/tupe-parity" >>"$d/build.log" 2>&1; then
+        echo "not ok - mutant/$name: does not build"
+        sed 's/^/#   /' "$d/build.log" | tail -10
+        fail=$((fail + 1))
+        continue
+    fi
+    t0=$(date +%s)
+    CUEMU_PARITY=$d/tupe-parity CUEMU_FIRST_FAILURE=1 \
+        CUEMU_PARTS='^(ops|ops-warps|ops-legacy|step-small|step-t512|curve)-cuda' \
+        CUEMU_BUILD=$CUEMU_BUILD CUEMU_SAN_BUILD= "$TUPE_SRC/tests/cuemu/run.sh" >"$d/run.log" 2>&1
+    rc=$?
+    caught=$(grep -m1 '^not ok - cuemu/' "$d/run.log" | sed 's/^not ok - cuemu\/\([^:]*\):.*/\1/')
+    first=$(grep -m1 '^#   ' "$d/run.log" | sed 's/^#   //' | cut -c1-150)
+    if [ $rc != 0 ] && [ -n "$caught" ]; then
+        echo "ok - mutant/$name: caught by cuemu/$caught after $(($(date +%s) - t0)) s ($what; $first)"
+        pass=$((pass + 1))
+    else
+        echo "not ok - mutant/$name: not caught ($what)"
+        tail -5 "$d/run.log" | sed 's/^/#   /'
+        fail=$((fail + 1))
+    fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
