@@ -123,7 +123,7 @@ int tupe_ckpt_save(const char *dir, tupe_model *m, tupe_adamw *opt, const char *
                    tupe_err *e)
 {
     tupe_dirtx *tx;
-    int rc = tupe_dirtx_begin(&tx, dir, e);
+    int rc = tupe_dirtx_begin(&tx, dir, TUPE_CKPT_KIND, e);
     if (rc)
         return rc;
     char path[PATH_MAX];

@@ -114,11 +114,12 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     verdict "train: progress between the dev evaluations"
     mkdir -p $T/hf && echo '{"model_type": "bert"}' >$T/hf/config.json
     run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/hf --max-len 32 --max-train 32 --max-dev 8
-    [ $rc = 73 ] && has $T/err "$T/hf exists and is not a run directory (no metrics.jsonl, best/ or results.json)" && \
+    [ $rc = 73 ] && has $T/err "$T/hf: exists and is not a fine-tuning run" && \
         [ "$(ls $T/hf)" = config.json ]
     verdict "train: a directory of something else as -o is refused (exit 73), as tupe-pretrain refuses it"
     mkdir -p $T/ftd/metrics.jsonl
     echo '{"task": "RTE", "select": 0.9}' >$T/ftd/results.json
+    echo 'fine-tuning run' >$T/ftd/.tupe-kind # an earlier run of its own kind
     run $P train --task RTE --data $G --checkpoint $ck --vocab $T/vocab.txt -o $T/ftd --max-len 32 --max-train 32 --max-dev 8
     [ $rc = 73 ] && has $T/err "ftd/metrics.jsonl: cannot create: Is a directory"
     verdict "train: an output that cannot be created says why"

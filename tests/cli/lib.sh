@@ -121,3 +121,19 @@ mpi_run() {
 has() { grep -qF -- "$2" "$1"; }          # has FILE TEXT
 lacks() { ! grep -qF -- "$2" "$1"; }
 is_empty() { [ ! -s "$1" ]; }
+
+# small_world SEED DOCS SHARDS POSITION: in the current directory, a small corpus of DOCS
+# documents over the 100 tokens of tests/fixtures/attnviz/vocab.txt (text.txt), its token
+# stream (ids.tok), shards of 32 ids a sequence (shards/), a random checkpoint of that
+# vocabulary (ck/) and a tiny model configuration (m.json), for the tests of tupe(7)'s rules.
+small_world() {
+    local v=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
+    awk -v seed="$1" -v docs="$2" 'BEGIN { srand(seed); for (d = 0; d < docs; d++) {
+         n = 8 + int(rand() * 20); s = ""
+         for (i = 0; i < n; i++) s = s (i ? " " : "") "w" (5 + int(rand() * 90)); print s; print "" } }' >text.txt
+    tupe-tokenize encode -q --vocab $v -o ids.tok text.txt
+    tupe-shard -q -o shards --seq-len 32 --shards "$3" --valid-fraction 0.1 ids.tok
+    "$TUPE_BUILD/tests/tupe-modeltool" init --vocab-size 100 -o ck
+    printf '{"position": "%s", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": 64}\n' "$4" >m.json
+}

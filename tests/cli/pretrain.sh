@@ -45,7 +45,8 @@ run $P train "${common[@]}" -o $T/tb2 --steps 2 --tensorboard $T/tbdir/run2
 [ $rc = 0 ] && [ ! -e $T/tb2/tensorboard ] && ls $T/tbdir/run2/events.out.tfevents.* >/dev/null
 verdict "--tensorboard DIR: the event files there"
 # What a run killed before its first checkpoint leaves: metrics.jsonl and an event file.
-mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/tb3/ && cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/
+mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/a/.tupe-kind $T/tb3/ &&
+    cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/
 old_events=$(basename $T/a/tensorboard/events.out.tfevents.*)
 run $P train "${common[@]}" -o $T/tb3 --steps 2
 [ $rc = 0 ] && [ $(ls $T/tb3/tensorboard | wc -l) = 1 ] && [ ! -e $T/tb3/tensorboard/$old_events ]
@@ -58,7 +59,7 @@ run $P train "${common[@]}" -o $T/a --steps 4
 verdict "a new run in a run directory with checkpoints is refused (exit 73), the old run untouched"
 mkdir -p $T/hf && echo '{"model_type": "bert"}' >$T/hf/config.json
 run $P train "${common[@]}" -o $T/hf --steps 2
-[ $rc = 73 ] && has $T/err "$T/hf exists and is not a run directory" && [ "$(cat $T/hf/config.json)" = '{"model_type": "bert"}' ] && \
+[ $rc = 73 ] && has $T/err "$T/hf: exists and is not a pre-training run" && [ "$(cat $T/hf/config.json)" = '{"model_type": "bert"}' ] && \
     [ "$(ls $T/hf)" = config.json ]
 verdict "a directory of something else as -o is refused (exit 73), its config.json untouched"
 touch $T/file

@@ -229,7 +229,7 @@ done
 verdict "options that would do nothing in the combination given: usage errors"
 mkdir -p keep && echo data >keep/notes.txt
 run tupe-tokenize train -q --model bpe --merges 5 -o keep a.txt
-[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (no codes); refusing to replace it" &&
+[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (it has no .tupe-kind" &&
     [ "$(cat keep/notes.txt)" = data ]
 verdict "train --model bpe -o DIR: a directory that is not a BPE vocabulary is not replaced (it was deleted)"
 run tupe-tokenize train -q --model bpe --merges 5 -o bpe a.txt
