@@ -1,13 +1,13 @@
 # tupe: the one build.
 #
 #   make                      build libtupe.a and every program (CUDA=auto, MPI=auto)
-#   make check                build and run every test; ends with "N passed, N failed"
+#   make check                build and run every test; ends with "N passed, N failed, N skipped"
 #   make check-cuemu          the CUDA backend on the CPU-emulated GPU (tests/cuemu/README.md)
 #   make check-cuemu-mutants  deliberately broken kernels, each of which check-cuemu must catch
 #   make bench                benchmarks, each against its competitor in the same run
 #   make demo                 the whole pipeline on the bundled sample corpus
 #   make install / uninstall  PREFIX=/usr/local DESTDIR=
-#   make deps                 install the Debian packages the build needs (as root)
+#   make deps                 install the Debian packages the build and the tests need (as root)
 #   make clean
 #
 # Options: CUDA=auto|0|1|emu  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MARCH=native
@@ -32,9 +32,26 @@ MPICC       ?= mpicc
 TUPE_DATA   ?= $(abspath $(TOP)/../shared/data)
 PKG_CONFIG  ?= pkg-config
 
+# ---- the Debian packages first ---------------------------------------------------------------
+# What this file asks pkg-config and nvcc holds only once the packages are installed, and make
+# reads it before anything is. So checking them is the rule for build/config.mk, which every
+# build includes: when that file is missing or older than dpkg's database or this Makefile,
+# make runs deps-check (as root it installs what is missing; otherwise it prints the apt-get
+# line and stops), tries nvcc, writes the file, and then reads this Makefile again from the
+# start, with the packages in place.
+CONF := $(TOP)/build/config.mk
+CUDA_TOOLKIT := $(shell test -x $(NVCC) && test -e $(CUDA_HOME)/lib64/libcublasLt.so && test -e $(CUDA_HOME)/lib64/libcudart.so && echo 1 || echo 0)
+CONF_FOR := $(NVCC) $(CUDA_HOME) toolkit=$(CUDA_TOOLKIT) nodeps=$(NODEPS)
+ifneq ($(filter-out clean deps deps-check uninstall,$(or $(MAKECMDGOALS),all)),)
+  include $(CONF)
+  ifneq ($(CONF_FOR_WAS),$(CONF_FOR))
+    $(CONF): FORCE
+  endif
+endif
+
 # ---- what this machine can build -------------------------------------------------------------
 ifeq ($(CUDA),auto)
-  HAVE_CUDA := $(shell test -x $(NVCC) && test -e $(CUDA_HOME)/lib64/libcublasLt.so && test -e $(CUDA_HOME)/lib64/libcudart.so && echo 1 || echo 0)
+  HAVE_CUDA := $(if $(filter 1,$(CUDA_TOOLKIT)),$(CUDA_WORKS),0)
 else ifeq ($(CUDA),1)
   HAVE_CUDA := 1
 else ifeq ($(CUDA),emu)
@@ -160,7 +177,7 @@ MANPAGES  := $(sort $(wildcard $(TOP)/man/*.[157]))
 PROGNAMES := $(notdir $(PROGS))
 
 .PHONY: check-cuemu check-cuemu-mutants cuemu-mutants-run
-.PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz fuzz-build
+.PHONY: all check bench demo install uninstall clean deps deps-check tests tools info fuzz fuzz-build FORCE
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -356,7 +373,8 @@ cuemu-mutants-run:
 
 tests: all $(UNITS) $(TOOLS) $(FUZZ_REPLAYS) $(CUEMU_TESTS)
 
-# The runner prints one line per test and exactly one summary line "N passed, N failed" last.
+# The runner prints one line per test and exactly one summary line "N passed, N failed,
+# N skipped" last.
 check: deps-check tests
 	@TUPE_BUILD=$(B) TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) TUPE_SANITIZE=$(SANITIZE) \
 	  $(TOP)/tests/run
@@ -368,7 +386,10 @@ demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files). Test: zstd (corpus), man-db/groff (man page checks), bash-completion
+# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files), Open MPI (the
+# data-parallel build, and mpirun for its tests), g++ (nvcc's host compiler, and the compiler of
+# the emulated GPU). Test: zstd (corpus), mount (the full-disk tests' tmpfs), man-db/groff (man
+# page checks), bash-completion
 # and zsh (the completions, driven as an interactive shell drives them),
 # xz-utils/bzip2/zip (the compressed and archived inputs of the tokenizer tests); demo:
 # gnuplot-nox (the loss curve, share/tupe/plot-loss.gp);
@@ -379,7 +400,7 @@ DEB_PKGS := gcc g++ make pkg-config libjansson-dev libzstd-dev libarchive-dev li
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler \
             fonts-dejavu-core zstd man-db \
             groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \
-            gnuplot-nox libboost-context-dev
+            gnuplot-nox libboost-context-dev openmpi-bin libopenmpi-dev mount
 
 # Fast check run before every build: one dpkg-query call. Installs (as root) or explains.
 deps-check:
@@ -398,9 +419,29 @@ deps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
 	    { echo "tupe: apt-get install failed" >&2; exit 1; }; \
 	else \
-	  echo "tupe: these Debian packages are missing; install them with:" >&2; \
-	  echo "  sudo apt-get install -y $$missing" >&2; exit 1; \
+	  echo "tupe: these Debian packages are missing; install them as root, then run make again:" >&2; \
+	  echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends $$(echo $$missing)" >&2; \
+	  exit 1; \
 	fi
+
+# What deps-check cannot ask dpkg: whether nvcc compiles here (its host compiler included).
+$(CONF): $(TOP)/Makefile $(wildcard /var/lib/dpkg/status)
+	@$(MAKE) --no-print-directory deps-check
+	@mkdir -p $(@D)/probe
+	@works=0; \
+	if [ $(CUDA_TOOLKIT) = 1 ]; then \
+	  printf '__global__ void tupe_probe(void) {}\n' >$(@D)/probe/probe.cu; \
+	  if $(NVCC) -std=c++17 -c $(@D)/probe/probe.cu -o $(@D)/probe/probe.o 2>$(@D)/probe/err; then works=1; \
+	  elif [ "$(CUDA)" = auto ]; then \
+	    echo "tupe: $(NVCC) cannot compile here, so the build leaves the CUDA backend out:" >&2; \
+	    head -n 3 $(@D)/probe/err | sed 's/^/  /' >&2; \
+	  fi; \
+	fi; \
+	rm -rf $(@D)/probe; \
+	printf '# Written by make (see the Makefile): what this machine can build.\nCONF_FOR_WAS := %s\nCUDA_WORKS := %s\n' \
+	  '$(CONF_FOR)' $$works >$@.tmp && mv $@.tmp $@
+
+FORCE:
 
 # ---- install ------------------------------------------------------------------------------------
 BINDIR   := $(DESTDIR)$(PREFIX)/bin

@@ -21,9 +21,9 @@ enum {
 
 #define COMMON_OPTS \
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the checkpoint (or give it as the argument CKPT)", "dir"}, \
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "directory for the figures (default: .), or one\nfile (.png, .svg, or - for stdout) when one figure is drawn", "file"}, \
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "directory for the figures (default: .), or one\nfile (.png, .svg, or - for stdout) when one figure is drawn", "into:file"}, \
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "png (default), svg or both", "list:png svg both"}, \
-    {O_NPY, "npy", 0, TUPE_REQARG, "DIR", "also save every matrix drawn as .npy in DIR, with\nmeta.json describing them", "dir"}, \
+    {O_NPY, "npy", 0, TUPE_REQARG, "DIR", "also save every matrix drawn as .npy in DIR, with\nmeta.json describing them", "into:dir"}, \
     {O_TERM, "term", 0, TUPE_NOARG, NULL, "preview the figures on stdout with ANSI colours\n(no figure files unless -o is given)", NULL}, \
     {O_HEADS, "heads", 0, TUPE_REQARG, "LIST", "heads to draw, e.g. 0,3,5-7 (default: all)", NULL}, \
     {O_SCALE, "scale", 0, TUPE_REQARG, "HOW", "colour limits: global (one for the figure,\ndefault) or head (one per panel)", "list:global head"}, \
@@ -683,6 +683,8 @@ int main(int argc, char **argv)
         tupe_cli_end(&c);
         return id < 0 ? c.exit_code : rc;
     }
+    if (!a.term)
+        tupe_cli_default(&c, "output", "."); /* the figures' directory when -o is not given */
     rc = tupe_cli_run(&c, &a);
     free(a.texts);
     tupe_cli_end(&c);

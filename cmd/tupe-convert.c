@@ -22,7 +22,7 @@ static const tupe_opt info_opts[] = {
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt export_opts[] = {
     {O_TO, "to", 0, TUPE_REQARG, "FORMAT", "hf: a Hugging Face transformers directory (required)", "list:hf"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the directory to write (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the directory to write (required)", "out:dir"},
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "the checkpoint's vocabulary: vocab.txt or a BPE\ndirectory (required)", "file"},
     {O_DTYPE, "dtype", 0, TUPE_REQARG, "TYPE", "fp32 (default), bf16 or fp16", DTYPES},
     {O_CASED, "cased", 0, TUPE_NOARG, NULL, "tokenizer_config.json: do_lower_case false", NULL},
@@ -30,18 +30,18 @@ static const tupe_opt export_opts[] = {
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt import_opts[] = {
     {O_FROM, "from", 0, TUPE_REQARG, "FORMAT", "hf (a directory) or fairseq (a .safetensors file)\n(required)", "list:hf fairseq"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the checkpoint directory to write (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the checkpoint directory to write (required)", "out:dir"},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "initial values of a missing masked-LM head\n(default: 1)", NULL},
     {O_HEADS, "heads", 0, TUPE_REQARG, "N", "fairseq: attention heads of a TUPE-A model\n(default: the file's args, else 12)", NULL},
     {O_HEAD, "head", 0, TUPE_REQARG, "NAME", "fairseq: the classification head to take", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt cast_opts[] = {
     {O_DTYPE, "dtype", 0, TUPE_REQARG, "TYPE", "bf16, fp16 or fp32 (required)", DTYPES},
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "the file or directory to write (required)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "the file or directory to write (required)", "out:file"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FMT", "the error report: text (default) or json", "list:text json"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt npy_opts[] = {
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "a .npy file with --tensor ('-' is stdout), else\na directory (required)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "a .npy file with --tensor ('-' is stdout), else\na directory (required)", "out:file"},
     {O_TENSOR, "tensor", 't', TUPE_REQARG, "NAME", "write this tensor only", NULL},
     {O_RAWBF16, "raw-bf16", 0, TUPE_NOARG, NULL, "BF16 tensors as their raw bits (<u2) instead of\nfloat32", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};

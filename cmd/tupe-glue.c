@@ -44,7 +44,7 @@ static const tupe_opt score_opts[] = {
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt submit_opts[] = {
     {O_PRED, "predictions", 'p', TUPE_REQARG, "DIR", "directory with the 11 leaderboard files", "dir"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "ZIP", "the submission archive (default: submission.zip)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "ZIP", "the submission archive (default: submission.zip)", "out:file"},
     {O_WNLI, "wnli-majority", 0, TUPE_NOARG, NULL, "write WNLI.tsv with WNLI's majority training class\n(needs --data) when it is missing", NULL},
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "the glue_data directory (for --wnli-majority)", "dir"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -55,7 +55,7 @@ static const tupe_opt submit_opts[] = {
     OPT_DATA, \
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the pre-trained checkpoint (required)", "dir"}, \
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary: vocab.txt or a BPE directory (required)", "file"}, \
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory (required)", "dir"}, \
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory (required)", "out:dir"}, \
     {O_RECIPE, "recipe", 0, TUPE_REQARG, "NAME", "tupe (default), bert or roberta: the settings below", "list:tupe bert roberta"}, \
     {O_EPOCHS, "epochs", 0, TUPE_REQARG, "N", "epochs (tupe: 10, 5 for MNLI, QNLI, QQP)", NULL}, \
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per step (tupe: 32)", NULL}, \
@@ -99,7 +99,7 @@ static const tupe_opt predict_opts[] = {
     OPT_DATA,
     OPT_FINETUNED,
     OPT_ITS_VOCAB,
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "directory for the leaderboard file(s) (required)", "into:dir"},
     OPT_PASS_BATCH,
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -613,6 +613,8 @@ int main(int argc, char **argv)
     }
     if (id < 0)
         return c.exit_code;
+    tupe_cli_default(&c, "data", a.data);
+    tupe_cli_default(&c, "output", "submission.zip"); /* submit's; the others require -o */
     rc = tupe_cli_run(&c, &a);
     tupe_cli_end(&c);
     return rc;

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "cli/cli.h"
 #include "cli/devicearg.h"
+#include "cli/process.h"
 #include "train/comm.h"
 #include "train/pretrain.h"
 
@@ -26,7 +27,7 @@ enum {
 
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "out:dir"},
     {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
     {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
@@ -99,8 +100,9 @@ static volatile sig_atomic_t stop_flag, announce;
 static void on_signal(int sig)
 {
     (void)sig;
-    if (stop_flag)
-        _exit(TUPE_EINTR); /* second signal: stop now (130 whichever the signal, as tupe(7) says) */
+    if (stop_flag) /* second signal: stop now, without the temporaries of a checkpoint being
+                    * saved (130 whichever the signal, as tupe(7) says) */
+        tupe_process_interrupted();
     stop_flag = 1;
     if (announce) { /* a step of a large model can take minutes: say that the signal was heard */
         static const char msg[] = "tupe-pretrain: stopping after this step, with a checkpoint "

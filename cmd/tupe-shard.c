@@ -1,5 +1,4 @@
 /* tupe-shard: packed, shuffled, compressed training shards (write, info, verify, cat). */
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -26,7 +25,7 @@ enum {
 };
 
 static const tupe_opt write_opts[] = {
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the shard directory to write (required)", "dir"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "the shard directory to write (required)", "out:dir"},
     {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "ids per sequence, [CLS] included (default: 512)", NULL},
     {O_BREAK, "break", 0, TUPE_REQARG, "MODE",
      "full: sequences cross documents (FULL-SENTENCES,\ndefault); doc: one document per sequence",
@@ -41,7 +40,7 @@ static const tupe_opt write_opts[] = {
     {O_VSHARDS, "valid-shards", 0, TUPE_REQARG, "N", "validation shard files (default: 1)", NULL},
     {O_MEMORY, "memory", 0, TUPE_REQARG, "SIZE",
      "memory budget, e.g. 256M or 2G (default: 1G);\nthe shuffle spills to temporary files beyond it", NULL},
-    {O_TEMP, "temp-dir", 0, TUPE_REQARG, "DIR", "directory for spill files (default: $TMPDIR\nor /tmp)", "dir"},
+    {O_TEMP, "temp-dir", 0, TUPE_REQARG, "DIR", "directory for spill files (default: $TMPDIR\nor /tmp)", "scratch:dir"},
     {O_NOCOMP, "no-compress", 0, TUPE_NOARG, NULL, "store frames uncompressed (the files can be\nmemory-mapped)", NULL},
     {O_LEVEL, "level", 0, TUPE_REQARG, "N", "zstd compression level, 1 to 19 (default: 3)", NULL},
     {O_FRAME, "frame-size", 0, TUPE_REQARG, "SIZE", "uncompressed bytes per frame (default: 4M)", NULL},
@@ -58,7 +57,7 @@ static const tupe_opt info_opts[] = {{0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt verify_opts[] = {{0, NULL, 0, 0, NULL, NULL, NULL}};
 
 static const tupe_opt cat_opts[] = {
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write here (default: -, standard output)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write here (default: -, standard output)", "out:file"},
     {O_SPLIT, "split", 0, TUPE_REQARG, "SPLIT", "train (default) or valid", "list:train valid"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORMAT",
      "binary: a token stream (default); text: one\nsequence per line, ids or (with --vocab) tokens",
@@ -108,16 +107,6 @@ typedef struct args {
     int explicit_comp, explicit_level, explicit_vshards; /* given on the command line */
     catopts cat;
 } args;
-
-/* A full disk or a closed pipe is named, not only seen in the exit status. */
-static int flush_stdout(tupe_cli *c)
-{
-    tupe_err e;
-    if (fflush(stdout) == 0)
-        return 0;
-    tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
-    return tupe_cli_error(c, &e);
-}
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0; }
 
@@ -174,6 +163,17 @@ static int do_write(tupe_cli *c, void *opts)
         tupe_cli_note(c, "every document already begins with cls (%d) and ends with sep (%d), so "
                       "the sequences hold them twice: encode without --add-special",
                       m.special[TUPE_SP_CLS], m.special[TUPE_SP_SEP]);
+    /* Said, not silent: a file per share however few the sequences (ranks read by position,
+     * so an empty file costs nothing but a surprise). */
+    for (int k = 0; k < 2; k++) {
+        const tupe_split_meta *sp = k ? v : t;
+        if (sp->sequences && sp->sequences < sp->nfiles)
+            tupe_cli_note(c, "%s %u: only %" PRIu64 " %s sequences, so %" PRIu64 " of the files are "
+                          "empty (give %s %" PRIu64 " or fewer to avoid them)",
+                          k ? "--valid-shards" : "--shards", sp->nfiles, sp->sequences,
+                          k ? "validation" : "training", (uint64_t)sp->nfiles - sp->sequences,
+                          k ? "--valid-shards" : "--shards", sp->sequences);
+    }
     if (o->valid_fraction > 0 && v->sequences == 0)
         tupe_cli_note(c, "--valid-fraction %g held out none of the %" PRIu64 " documents: there is "
                       "no validation split (--valid-sequences N holds out a set number)",
@@ -240,7 +240,7 @@ static int do_info(tupe_cli *c, void *opts)
     printf("size:        %s of records, %s on disk, compression ratio %.3f\n", a, b,
            raw ? (double)stored / (double)raw : 0.0);
     tupe_shard_meta_free(&m);
-    return flush_stdout(c);
+    return 0; /* a failed write to standard output is reported at exit (cli/process.h) */
 }
 
 /* ---- verify ---------------------------------------------------------------------------------- */
@@ -260,7 +260,7 @@ static int do_verify(tupe_cli *c, void *opts)
     if (!c->quiet)
         printf("%s: OK (%" PRIu64 " files, %" PRIu64 " frames, %" PRIu64 " sequences)\n",
                c->args[0], st.files, st.frames, st.sequences);
-    return flush_stdout(c);
+    return 0;
 }
 
 /* ---- cat ------------------------------------------------------------------------------------- */

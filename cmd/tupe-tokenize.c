@@ -1,5 +1,4 @@
 /* tupe-tokenize: train vocabularies, encode text to token streams, decode, inspect. */
-#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +50,7 @@ enum {
 static const tupe_opt train_opts[] = {
     {O_OUT, "output", 'o', TUPE_REQARG, "PATH",
      "WordPiece: the vocab.txt to write (default: -);\nBPE: the directory for codes and dict.txt",
-     "file"},
+     "out:file"},
     {O_MODEL, "model", 0, TUPE_REQARG, "KIND", "wordpiece (default) or bpe", "list:wordpiece bpe"},
     {O_VOCAB_SIZE, "vocab-size", 0, TUPE_REQARG, "N",
      "entries, specials included (default: 32768)", NULL},
@@ -68,7 +67,7 @@ static const tupe_opt train_opts[] = {
 static const tupe_opt encode_opts[] = {
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH",
      "vocab.txt (WordPiece) or a BPE directory (codes,\ndict.txt)", "file"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "where to write (default: -)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "where to write (default: -)", "out:file"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORM",
      "binary (token stream, default), text (ids), tokens", "list:binary text tokens"},
     OPT_DOCS,
@@ -80,7 +79,7 @@ static const tupe_opt encode_opts[] = {
 
 static const tupe_opt decode_opts[] = {
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "the vocabulary the ids belong to", "file"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "where to write (default: -)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "where to write (default: -)", "out:file"},
     {O_FORMAT, "format", 0, TUPE_REQARG, "FORM",
      "what the input is: binary (token stream) or text\n(ids); default: a file's content "
      "decides, stdin\nis binary",
@@ -474,11 +473,6 @@ static int cmd_info(tupe_cli *c, void *opts)
                    (unsigned long long)st.unk_tokens, 100 * unk_rate,
                    (unsigned long long)st.unk_words, 100 * unk_words);
         }
-    }
-    if (fflush(stdout) != 0) {
-        tupe_err e;
-        tupe_fail_errno(&e, TUPE_EIO, errno, "(stdout): write failed");
-        rc = tupe_cli_error(c, &e);
     }
 done:
     tupe_tokenizer_free(t);

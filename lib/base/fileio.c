@@ -8,11 +8,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fault.h"
+#include "base/outdir.h"
+#include "base/tmpfiles.h"
 
 #define IN_BUF (1u << 20)
 #define OUT_BUF (1u << 20)
@@ -26,6 +29,7 @@ struct tupe_in {
     size_t pos, len, cap;
     uint64_t off;        /* offset of buf[0] in the input */
     uint64_t lineno;
+    size_t max_line;     /* longest line tupe_in_getline accepts */
 };
 
 int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e)
@@ -40,6 +44,7 @@ int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e
     in->fd = fd;
     in->own = own;
     in->cap = IN_BUF;
+    in->max_line = (size_t)1 << 31;
     *inp = in;
     return 0;
 }
@@ -189,9 +194,9 @@ int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
         /* No newline in the buffer: compact, grow if the line fills it, read more. */
         size_t have = in->len - in->pos;
         if (in->pos == 0 && in->len == in->cap) {
-            if (in->cap >= ((size_t)1 << 31)) {
+            if (in->cap >= in->max_line) {
                 tupe_fail_line(e, TUPE_EDATA, in->path, in->lineno + 1,
-                               "line longer than 2 GiB");
+                               "line longer than %zu bytes", in->max_line);
                 return -1;
             }
             unsigned char *nb = realloc(in->buf, in->cap * 2);
@@ -209,6 +214,7 @@ int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e)
 }
 
 uint64_t tupe_in_lineno(const tupe_in *in) { return in->lineno; }
+void tupe_in_max_line(tupe_in *in, size_t bytes) { in->max_line = bytes > IN_BUF ? bytes : IN_BUF; }
 uint64_t tupe_in_offset(const tupe_in *in) { return in->off + in->pos; }
 const char *tupe_in_path(const tupe_in *in) { return in->path; }
 
@@ -223,12 +229,48 @@ void tupe_in_close(tupe_in *in)
     free(in);
 }
 
-int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+int tupe_in_append(tupe_in *in, unsigned char **bufp, size_t *lenp, size_t *capp, size_t n,
+                   size_t *gotp, tupe_err *e)
+{
+    size_t done = 0;
+    *gotp = 0;
+    while (done < n) {
+        if (*lenp == *capp) {
+            size_t cap = *capp ? *capp * 2 : 1 << 16;
+            if (cap < *capp)
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            unsigned char *nb = realloc(*bufp, cap);
+            if (!nb)
+                return tupe_fail(e, TUPE_EFAIL, "out of memory");
+            *bufp = nb;
+            *capp = cap;
+        }
+        size_t want = *capp - *lenp < n - done ? *capp - *lenp : n - done, got;
+        int rc = tupe_in_read(in, *bufp + *lenp, want, &got, e);
+        if (rc)
+            return rc;
+        *lenp += got;
+        done += got;
+        *gotp = done;
+        if (got < want)
+            break;
+    }
+    return 0;
+}
+
+static int read_whole(const char *path, char **bufp, size_t *lenp, size_t max_bytes, int text,
+                      tupe_err *e)
 {
     tupe_in *in;
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    struct stat st;
+    if (fstat(in->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes) {
+        tupe_in_close(in);
+        return tupe_fail(e, TUPE_EDATA, "%s: larger than the %zu-byte limit (%llu bytes)",
+                         tupe_path_name(path), max_bytes, (unsigned long long)st.st_size);
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -259,6 +301,13 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
             tupe_in_close(in);
             return rc;
         }
+        const char *nul = text ? memchr(buf + len, 0, got) : NULL;
+        if (nul) {
+            uint64_t at = (uint64_t)(nul - buf);
+            free(buf);
+            tupe_in_close(in);
+            return tupe_fail_byte(e, TUPE_EDATA, path, at, "a NUL byte: not a text file");
+        }
         len += got;
         if (len > max_bytes) {
             free(buf);
@@ -276,16 +325,38 @@ int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes
     return 0;
 }
 
+int tupe_read_file(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+{
+    return read_whole(path, bufp, lenp, max_bytes, 0, e);
+}
+
+int tupe_read_text(const char *path, char **bufp, size_t *lenp, size_t max_bytes, tupe_err *e)
+{
+    return read_whole(path, bufp, lenp, max_bytes, 1, e);
+}
+
 /* ---- writing ---------------------------------------------------------------------------- */
 
 struct tupe_out {
     int fd, is_stdout;
+    int slot;             /* in the table of temporaries (tmpfiles.h), or -1 */
     int direct;           /* written in place: a device or FIFO (no temporary, no rename) */
     char *path, *tmp;
     unsigned char *buf;
     size_t len;
     uint64_t off;
 };
+
+static void dir_of(char *dst, size_t cap, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dst, cap, ".");
+    else if (slash == path)
+        snprintf(dst, cap, "/");
+    else
+        snprintf(dst, cap, "%.*s", (int)(slash - path), path);
+}
 
 static const char *out_name(const char *path)
 {
@@ -331,6 +402,7 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         free(o);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    o->slot = -1;
     if (strcmp(path, "-") == 0) {
         o->fd = STDOUT_FILENO;
         o->is_stdout = 1;
@@ -355,7 +427,9 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         *outp = o;
         return 0;
     }
-    char tmp[PATH_MAX];
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    dir_of(dir, sizeof dir, path);
+    tupe_tmp_sweep(dir);
     for (int tries = 0;; tries++) {
         if (tupe_tmp_sibling(tmp, sizeof tmp, path, "tmp")) {
             free(o->buf), free(o->path), free(o);
@@ -378,6 +452,9 @@ int tupe_out_open(tupe_out **outp, const char *path, tupe_err *e)
         free(o->buf), free(o->path), free(o);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    /* Held until the descriptor closes: a sweep by another process leaves it alone. */
+    flock(o->fd, LOCK_EX | LOCK_NB);
+    o->slot = tupe_tmp_track(tmp);
     *outp = o;
     return 0;
 }
@@ -439,21 +516,11 @@ uint64_t tupe_out_offset(const tupe_out *o) { return o->off; }
 
 static void out_free(tupe_out *o)
 {
+    tupe_tmp_untrack(o->slot);
     free(o->buf);
     free(o->path);
     free(o->tmp);
     free(o);
-}
-
-static void dir_of(char *dst, size_t cap, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dst, cap, ".");
-    else if (slash == path)
-        snprintf(dst, cap, "/");
-    else
-        snprintf(dst, cap, "%.*s", (int)(slash - path), path);
 }
 
 int tupe_fsync_dir(const char *path, tupe_err *e)
@@ -531,6 +598,7 @@ int tupe_write_file(const char *path, const void *buf, size_t n, tupe_err *e)
 
 struct tupe_dirtx {
     char *path, *tmp;
+    int lockfd, slot;     /* the temporary's flock and its place in tmpfiles.h's table */
     char file[PATH_MAX];
 };
 
@@ -573,39 +641,13 @@ int tupe_remove_tree(const char *path)
     return nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS);
 }
 
-int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", path);
-    char mp[4096];
-    snprintf(mp, sizeof mp, "%s/%s", path, marker);
-    if (tupe_path_exists(mp))
-        return 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", path);
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            empty = 0;
-    closedir(d);
-    if (!empty)
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not %s (no %s); refusing to "
-                         "replace it", path, what, marker);
-    return 0;
-}
-
 int tupe_path_exists(const char *path)
 {
     struct stat st;
     return lstat(path, &st) == 0;
 }
 
-int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
+int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, const char *kind, tupe_err *e)
 {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/')
@@ -615,14 +657,14 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         return tupe_fail(e, TUPE_ECANTCREAT, "%s: bad directory name", path);
     memcpy(clean, path, n);
     clean[n] = 0;
-    struct stat st;
-    if (stat(clean, &st) == 0 && !S_ISDIR(st.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", clean);
-    char parent[PATH_MAX];
-    dir_of(parent, sizeof parent, clean);
-    int rc = tupe_mkdir_p(parent, e);
+    int rc = tupe_outdir_check(clean, kind, TUPE_OUTDIR_REPLACE, e);
     if (rc)
         return rc;
+    char parent[PATH_MAX];
+    dir_of(parent, sizeof parent, clean);
+    if ((rc = tupe_mkdir_p(parent, e)))
+        return rc;
+    tupe_tmp_sweep(parent);
     char tmp[PATH_MAX];
     for (int tries = 0;; tries++) {
         if (tupe_tmp_sibling(tmp, sizeof tmp, clean, "tmp"))
@@ -640,6 +682,14 @@ int tupe_dirtx_begin(tupe_dirtx **txp, const char *path, tupe_err *e)
         rmdir(tmp);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    tx->slot = tupe_tmp_track(tmp);
+    tx->lockfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (tx->lockfd >= 0)
+        flock(tx->lockfd, LOCK_EX | LOCK_NB);
+    if ((rc = tupe_outdir_mark(tmp, kind, e))) {
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
     *txp = tx;
     return 0;
 }
@@ -654,6 +704,9 @@ const char *tupe_dirtx_file(tupe_dirtx *tx, const char *name)
 
 static void dirtx_free(tupe_dirtx *tx)
 {
+    tupe_tmp_untrack(tx->slot);
+    if (tx->lockfd >= 0)
+        close(tx->lockfd);
     free(tx->path);
     free(tx->tmp);
     free(tx);

@@ -24,10 +24,19 @@ int tupe_in_fdopen(tupe_in **in, int fd, const char *name, int own, tupe_err *e)
 int tupe_in_read(tupe_in *in, void *dst, size_t n, size_t *got, tupe_err *e);
 /* Read exactly n bytes or fail with TUPE_EDATA "truncated: expected N bytes of <what>". */
 int tupe_in_read_exact(tupe_in *in, void *dst, size_t n, const char *what, tupe_err *e);
+/* Append up to n bytes to a growing buffer (*len used of *cap allocated; *buf may be NULL),
+ * allocating as the bytes arrive, so that an input that declares more than it holds never
+ * costs what it declares. *got receives the count: fewer than n only at end of input. */
+int tupe_in_append(tupe_in *in, unsigned char **buf, size_t *len, size_t *cap, size_t n,
+                   size_t *got, tupe_err *e);
 /* Next line without its '\n' (a trailing '\r' is kept; callers decide). Returns 1 with a line,
  * 0 at end of input, or -1 on error (e says why). The buffer belongs to `in` and is
  * valid until the next call. A last line without '\n' is returned as a line. */
 int tupe_in_getline(tupe_in *in, char **line, size_t *len, tupe_err *e);
+/* The longest line tupe_in_getline accepts before failing with TUPE_EDATA (default 2 GiB; at
+ * least the 1 MiB buffer): a reader of short lines bounds what a device or a binary file
+ * given by mistake can cost. */
+void tupe_in_max_line(tupe_in *in, size_t bytes);
 /* 1-based number of the line last returned by tupe_in_getline. */
 uint64_t tupe_in_lineno(const tupe_in *in);
 /* Bytes consumed so far (offset of the next byte to be read). */
@@ -36,8 +45,13 @@ const char *tupe_in_path(const tupe_in *in);
 void tupe_in_close(tupe_in *in);
 
 /* Whole file into memory (NUL-terminated for convenience; *len excludes the NUL). Files larger
- * than max_bytes are refused with TUPE_EDATA. */
+ * than max_bytes are refused with TUPE_EDATA: a regular file by its size, before anything is
+ * read; a pipe or device once it has given that many bytes. */
 int tupe_read_file(const char *path, char **buf, size_t *len, size_t max_bytes, tupe_err *e);
+/* The same for a text file: a NUL byte is refused (TUPE_EDATA "path: byte N: a NUL byte: not
+ * text") as soon as it is read, so that a binary file or a device such as /dev/zero given
+ * where text belongs fails at once rather than after max_bytes. */
+int tupe_read_text(const char *path, char **buf, size_t *len, size_t max_bytes, tupe_err *e);
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
@@ -67,7 +81,10 @@ int tupe_write_file(const char *path, const void *buf, size_t n, tupe_err *e);
  * reader sees either the old complete directory or the new complete one. */
 typedef struct tupe_dirtx tupe_dirtx;
 
-int tupe_dirtx_begin(tupe_dirtx **tx, const char *path, tupe_err *e);
+/* Begin a directory of `kind` (outdir.h: "shard directory", "checkpoint"...) at path: an
+ * existing directory there must be empty or of the same kind (else TUPE_ECANTCREAT, nothing
+ * touched), and the new one records its kind. */
+int tupe_dirtx_begin(tupe_dirtx **tx, const char *path, const char *kind, tupe_err *e);
 /* The temporary directory to write into. */
 const char *tupe_dirtx_tmp(const tupe_dirtx *tx);
 /* Path of `name` inside the temporary directory (static buffer inside tx; copy it). */
@@ -79,10 +96,6 @@ int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e);
 /* Remove the temporary directory and everything in it. Frees tx. NULL is a no-op. */
 void tupe_dirtx_abort(tupe_dirtx *tx);
 
-/* Whether tupe_dirtx may replace an existing `path`: only a directory that holds `marker` (the
- * file that makes it `what`, such as "a shard directory") or nothing; 0 when path does not
- * exist, else TUPE_ECANTCREAT with a message, so that a mistyped -o never deletes a tree. */
-int tupe_dir_replaceable(const char *path, const char *marker, const char *what, tupe_err *e);
 /* mkdir -p. */
 int tupe_mkdir_p(const char *path, tupe_err *e);
 /* rm -rf (best effort; returns 0 when nothing is left). */

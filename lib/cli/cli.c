@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pathguard.h"
+#include "cli/process.h"
+
 static const tupe_opt common_opts[] = {
     {TUPE_OPT_QUIET, "quiet", 'q', TUPE_NOARG, NULL, "no progress or informational messages", NULL},
     {TUPE_OPT_VERBOSE, "verbose", 'v', TUPE_NOARG, NULL, "more detail on stderr (repeat for more)", NULL},
@@ -122,10 +125,14 @@ void tupe_cli_version(const tupe_prog *p, FILE *fp)
     fprintf(fp, "Built with: %s\n", tupe_features());
 }
 
+static int path_role(const char *complete, const char **shown);
+
 static void completion_opt(FILE *fp, const tupe_opt *o)
 {
     if (!o->help)
         return;
+    const char *shown;
+    path_role(o->complete, &shown);
     char sh[4] = "";
     if (o->shrt)
         snprintf(sh, sizeof sh, "-%c", o->shrt);
@@ -133,7 +140,7 @@ static void completion_opt(FILE *fp, const tupe_opt *o)
     int hl = nl ? (int)(nl - o->help) : (int)strlen(o->help);
     fprintf(fp, "opt\t--%s\t%s\t%s\t%s\t%.*s\n", o->lng, sh,
             o->arg == TUPE_REQARG ? "arg" : o->arg == TUPE_OPTARG ? "optarg" : "noarg",
-            o->complete ? o->complete : "", hl, o->help);
+            shown ? shown : "", hl, o->help);
 }
 
 void tupe_cli_completion(const tupe_prog *p, const tupe_cmd *cmd, FILE *fp)
@@ -245,6 +252,7 @@ static int stop(tupe_cli *c, int code)
 
 int tupe_cli_begin(tupe_cli *c, const tupe_prog *p, int argc, char **argv)
 {
+    tupe_process_start(p->name);
     memset(c, 0, sizeof *c);
     c->prog = p;
     c->argc = argc;
@@ -344,7 +352,97 @@ void tupe_cli_note(const tupe_cli *c, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-int tupe_cli_run(tupe_cli *c, void *opts) { return c->cmd->run(c, opts); }
+/* ---- paths: the rules of tupe(7) OUTPUTS ---------------------------------------------------- */
+
+enum { PATH_NONE, PATH_IN, PATH_OUT, PATH_INTO };
+
+/* What a completion string says of its value, and the completion itself without the role. */
+static int path_role(const char *complete, const char **shown)
+{
+    static const struct { const char *prefix; int role; } pre[] = {
+        {"out:", PATH_OUT}, {"into:", PATH_INTO}, {"scratch:", PATH_NONE}};
+    if (shown)
+        *shown = complete;
+    if (!complete)
+        return PATH_NONE;
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        size_t n = strlen(pre[i].prefix);
+        if (strncmp(complete, pre[i].prefix, n) == 0) {
+            if (shown)
+                *shown = complete + n;
+            return pre[i].role;
+        }
+    }
+    return strcmp(complete, "file") == 0 || strcmp(complete, "dir") == 0 ? PATH_IN : PATH_NONE;
+}
+
+static void remember_path(tupe_cli *c, const tupe_opt *o, const char *value)
+{
+    int role = path_role(o->complete, NULL);
+    if (role == PATH_NONE || !value || c->npaths == (int)(sizeof c->paths / sizeof c->paths[0]))
+        return;
+    c->paths[c->npaths].opt = o->lng;
+    c->paths[c->npaths].path = value;
+    c->paths[c->npaths].role = role;
+    c->npaths++;
+}
+
+void tupe_cli_default(tupe_cli *c, const char *lng, const char *value)
+{
+    for (int i = 0; i < c->npaths; i++)
+        if (strcmp(c->paths[i].opt, lng) == 0)
+            return;
+    for (const tupe_opt *o = c->cmd->opts; o && o->id; o++)
+        if (strcmp(o->lng, lng) == 0)
+            remember_path(c, o, value);
+}
+
+static int check_paths(tupe_cli *c)
+{
+    tupe_err e;
+    char what[64];
+    for (int i = 0; i < c->npaths; i++)
+        if (!c->paths[i].path[0])
+            return tupe_cli_usage(c, "--%s: an empty path is no file", c->paths[i].opt);
+    for (int i = 0; i < c->nargs; i++)
+        if (!c->args[i][0])
+            return tupe_cli_usage(c, "%s: an empty path is no file", c->cmd->args ? c->cmd->args : "argument");
+    tupe_guard *g = tupe_guard_new();
+    if (!g) {
+        tupe_fail(&e, TUPE_EFAIL, "out of memory");
+        return tupe_cli_error(c, &e);
+    }
+    int rc = 0;
+    for (int i = 0; i < c->npaths && !rc; i++)
+        if (c->paths[i].role == PATH_IN) {
+            snprintf(what, sizeof what, "--%s", c->paths[i].opt);
+            rc = tupe_guard_input(g, c->paths[i].path, what, &e);
+        }
+    if (path_role(c->cmd->args_complete, NULL) == PATH_IN)
+        for (int i = 0; i < c->nargs && !rc; i++)
+            rc = tupe_guard_input(g, c->args[i], NULL, &e);
+    /* Standard input too, read by default when no file is named. */
+    if (!rc)
+        rc = tupe_guard_input(g, "-", NULL, &e);
+    for (int i = 0; i < c->npaths && !rc; i++)
+        if (c->paths[i].role == PATH_OUT || c->paths[i].role == PATH_INTO) {
+            snprintf(what, sizeof what, "--%s", c->paths[i].opt);
+            rc = tupe_guard_output(g, c->paths[i].path, what,
+                                   c->paths[i].role == PATH_OUT ? TUPE_GUARD_REPLACE : TUPE_GUARD_INTO,
+                                   &e);
+        }
+    /* Standard output, which every program may write: never onto an input. */
+    if (!rc)
+        rc = tupe_guard_output(g, "-", NULL, TUPE_GUARD_SAME, &e);
+    tupe_guard_free(g);
+    return rc ? tupe_cli_error(c, &e) : 0;
+}
+
+int tupe_cli_run(tupe_cli *c, void *opts)
+{
+    int rc = check_paths(c);
+    return rc ? rc : c->cmd->run(c, opts);
+}
 
 void tupe_cli_on_note(void *ctx, int kind, const char *msg)
 {
@@ -422,6 +520,7 @@ int tupe_cli_next(tupe_cli *c, const char **arg)
             continue;
         }
         default:
+            remember_path(c, o, optarg);
             *arg = optarg;
             return o->id;
         }

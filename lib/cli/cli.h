@@ -34,7 +34,11 @@ typedef struct tupe_opt {
     int arg;              /* enum tupe_arg */
     const char *metavar;  /* shown in help: "PATH", "N" */
     const char *help;     /* help text; "\n" starts a continuation line */
-    const char *complete; /* completion of the value: "file", "dir", "list:a b c", or NULL */
+    /* Completion of the value: "file", "dir", "list:a b c", or NULL. A file or directory is
+     * also what the program does with it, for the rules of tupe(7) OUTPUTS (base/pathguard):
+     * "file" or "dir" alone is an input; "out:file" or "out:dir" an output put in place as a
+     * whole; "into:dir" a directory that files are added to; "scratch:dir" neither. */
+    const char *complete;
 } tupe_opt;
 
 struct tupe_cli;
@@ -45,7 +49,7 @@ typedef struct tupe_cmd {
     const char *summary;      /* one line, lower case, no period */
     const char *description;  /* paragraph printed under the usage line */
     const tupe_opt *opts;     /* terminated by an entry with id 0 */
-    const char *args_complete;/* completion of positional arguments: "file", "dir", ... */
+    const char *args_complete;/* completion of positional arguments: "file", "dir", ... (inputs) */
     /* What the subcommand does, given the program's parsed options (tupe_cli_run): its exit
      * status. One row per subcommand with its function, as git's builtins table. */
     int (*run)(struct tupe_cli *c, void *opts);
@@ -66,7 +70,7 @@ typedef struct tupe_prog {
  * a run's metrics.jsonl, train/rundir.h), defined once (the ids are the program's own). */
 #define TUPE_OPT_TENSORBOARD(dir_id, off_id)                                                       \
     {(dir_id), "tensorboard", 0, TUPE_REQARG, "DIR", "TensorBoard event files of the metrics here\n" \
-     "(default: OUTPUT/tensorboard)", "dir"},                                                      \
+     "(default: OUTPUT/tensorboard)", "into:dir"},                                                 \
     {(off_id), "no-tensorboard", 0, TUPE_NOARG, NULL, "metrics.jsonl only", NULL}
 
 /* Ids of the common options (never returned to the caller). */
@@ -86,6 +90,8 @@ typedef struct tupe_cli {
     const char *cur;               /* "--name" of the option being handled, for messages */
     struct option *lopts;
     char shorts[160];
+    struct { const char *opt, *path; int role; } paths[32]; /* file and directory values */
+    int npaths;
 } tupe_cli;
 
 /* Pick the subcommand. Returns 0 to go on, or -1 when the program must stop with
@@ -95,8 +101,15 @@ int tupe_cli_begin(tupe_cli *c, const tupe_prog *p, int argc, char **argv);
  * c->args); -1 when the program must stop with c->exit_code (help printed: 0; usage error
  * printed: 2). Common options are consumed here. */
 int tupe_cli_next(tupe_cli *c, const char **arg);
-/* Run the chosen subcommand's function with the program's parsed options; its exit status. */
+/* Run the chosen subcommand's function with the program's parsed options; its exit status.
+ * First, the rules of tupe(7) OUTPUTS over every file and directory of the command line (the
+ * options' roles in the table, the positional arguments as inputs, standard input and
+ * output): an output that is, lies inside or (replaced as a whole) contains an input is
+ * refused with 73 before the subcommand starts; an empty path is a usage error. */
 int tupe_cli_run(tupe_cli *c, void *opts);
+/* The value an option of the command's table has when it is not given (e.g. --data
+ * glue_data), so that the rules see it too. Nothing when the option was given. */
+void tupe_cli_default(tupe_cli *c, const char *lng, const char *value);
 /* Release the parser (safe to call more than once, and after -1). */
 void tupe_cli_end(tupe_cli *c);
 

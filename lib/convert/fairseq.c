@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/outdir.h"
 #include "convert/tensorfile.h"
 #include "model/checkpoint.h"
 
@@ -278,7 +279,10 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     if (stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
         return tupe_fail(e, TUPE_ENOINPUT, "%s: a directory (expected the .safetensors file that "
                          "share/tupe/fairseq2safetensors.py writes; --from hf reads directories)", file);
-    int rc = tupe_tset_open(&x.s, file, e);
+    /* before the work: the directory to replace must be a checkpoint or empty */
+    int rc = tupe_outdir_check(ckpt, TUPE_CKPT_KIND, TUPE_OUTDIR_REPLACE, e);
+    if (!rc)
+        rc = tupe_tset_open(&x.s, file, e);
     if (rc)
         return rc;
     const char *tops[] = {"decoder.", "encoder."};
@@ -353,7 +357,7 @@ int tupe_fairseq_import(const char *file, const char *ckpt, const tupe_fairseq_o
     x.s = NULL;
     if (!state)
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
-    else if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
+    else
         rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     free(state);
     if (!rc)

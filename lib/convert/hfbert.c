@@ -10,6 +10,7 @@
 
 #include "base/checksum.h"
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "base/version.h"
 #include "convert/hftokenizer.h"
 #include "convert/tensorfile.h"
@@ -346,7 +347,10 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     json_t *cfg = NULL;
     if (o->dtype != TUPE_F32 && o->dtype != TUPE_BF16 && o->dtype != TUPE_F16)
         return tupe_fail(e, TUPE_EUSAGE, "export: dtype must be F32, BF16 or F16");
-    int rc = tupe_import_open_ckpt(&x.s, ckpt, &x.cfg, &x.lay, e);
+    /* before the work: the directory to replace must be an export or empty */
+    int rc = tupe_outdir_check(dir, TUPE_HF_KIND, TUPE_OUTDIR_REPLACE, e);
+    if (!rc)
+        rc = tupe_import_open_ckpt(&x.s, ckpt, &x.cfg, &x.lay, e);
     if (rc)
         return rc;
     x.c = &x.cfg;
@@ -371,7 +375,7 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
                        o->vocab, have, ckpt, want);
         goto out;
     }
-    if ((rc = tupe_tf_replaceable(dir, HF_CONFIG, e)) || (rc = tupe_dirtx_begin(&tx, dir, e)))
+    if ((rc = tupe_dirtx_begin(&tx, dir, TUPE_HF_KIND, e)))
         goto out;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_MODEL));
@@ -694,6 +698,10 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     x.src = src = srcbuf;
     tupe_model *m = NULL;
     char *state = NULL;
+    /* before the work: the directory to replace must be a checkpoint or empty */
+    int rc0 = tupe_outdir_check(ckpt, TUPE_CKPT_KIND, TUPE_OUTDIR_REPLACE, e);
+    if (rc0)
+        return rc0;
     struct stat sb;
     if (stat(src, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tupe_fail(e, TUPE_ENOINPUT, "%s: not a directory (expected a Hugging Face model "
@@ -702,7 +710,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         return tupe_fail(e, TUPE_ENOINPUT, "%s: path too long", src);
     char *buf;
     size_t len;
-    int rc = tupe_read_file(x.cfgpath, &buf, &len, 16u << 20, e);
+    int rc = tupe_read_text(x.cfgpath, &buf, &len, 16u << 20, e);
     if (rc)
         return rc;
     json_error_t je;
@@ -780,8 +788,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     /* Every tensor is in the model: unmapping the source now keeps its pages out of the peak. */
     tupe_tset_close(x.s);
     x.s = NULL;
-    if (!(rc = tupe_tf_replaceable(ckpt, TUPE_CKPT_MODEL_FILE, e)))
-        rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
+    rc = tupe_ckpt_save(ckpt, m, NULL, state, e);
     if (!rc)
         tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: %s, %zu parameters, %s head", ckpt,
              tupe_position_name(x.c.position), tupe_model_layout(m)->nparams,

@@ -36,6 +36,9 @@
 #include "convert/import.h"
 #include "model/config.h"
 
+/* What an exported directory's .tupe-kind says (base/outdir.h). */
+#define TUPE_HF_KIND "Hugging Face model"
+
 /* Our parameter name -> the Hugging Face name. 0, or -1 for a name without a mapping. */
 int tupe_hf_name(const char *ours, char *hf, size_t cap);
 

@@ -96,7 +96,7 @@ int tupe_tset_open_index(tupe_tset **sp, const char *index, tupe_err *e)
     *sp = NULL;
     char *buf;
     size_t len;
-    int rc = tupe_read_file(index, &buf, &len, 64u << 20, e);
+    int rc = tupe_read_text(index, &buf, &len, 64u << 20, e);
     if (rc)
         return rc;
     json_error_t je;

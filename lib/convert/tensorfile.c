@@ -12,9 +12,11 @@
 #include "base/checksum.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
+#include "convert/hfbert.h"
 #include "convert/import.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
+#include "model/checkpoint.h"
 
 /* The per-tensor hashes of checkpoint.c. */
 #define TENSOR_HASH_KEY "tupe.tensor_xxh3"
@@ -41,33 +43,6 @@ static int open_verified(tupe_tset **s, const char *path, size_t *checked, tupe_
         *s = NULL;
     }
     return rc;
-}
-
-int tupe_tf_replaceable(const char *dir, const char *marker, tupe_err *e)
-{
-    if (marker)
-        return tupe_dir_replaceable(dir, marker, "an output of this kind", e);
-    struct stat sb;
-    if (stat(dir, &sb) != 0)
-        return 0;
-    if (!S_ISDIR(sb.st_mode))
-        return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory", dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s", dir);
-    struct dirent *de;
-    int others = 0;
-    while ((de = readdir(d))) {
-        const char *n = de->d_name;
-        size_t l = strlen(n);
-        if (strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && !(l > 4 && strcmp(n + l - 4, ".npy") == 0))
-            others++;
-    }
-    closedir(d);
-    if (others == 0)
-        return 0;
-    return tupe_fail(e, TUPE_ECANTCREAT, "%s: exists and is not a directory of .npy files; "
-                     "refusing to replace it", dir);
 }
 
 /* ---- info ------------------------------------------------------------------------------------ */
@@ -317,8 +292,9 @@ int tupe_tf_cast(const char *in, const char *out, int dtype, tupe_cast_report *r
     char opt[PATH_MAX], path[PATH_MAX];
     snprintf(opt, sizeof opt, "%s/optimizer.safetensors", in);
     r->optimizer_left = tupe_path_exists(opt);
-    if ((rc = tupe_tf_replaceable(out, "model.safetensors", e)) ||
-        (rc = tupe_dirtx_begin(&tx, out, e)))
+    /* The cast of a directory is the same kind of directory. */
+    snprintf(path, sizeof path, "%s/config.json", in);
+    if ((rc = tupe_dirtx_begin(&tx, out, tupe_path_exists(path) ? TUPE_HF_KIND : TUPE_CKPT_KIND, e)))
         goto out;
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "model.safetensors"));
     if ((rc = tupe_stw_write(w, path, e)) || (rc = copy_other_files(in, tx, e)))
@@ -399,7 +375,7 @@ int tupe_tf_npy(const char *in, const char *name, const char *out, int raw_bf16,
         return rc;
     }
     tupe_dirtx *tx;
-    if ((rc = tupe_tf_replaceable(out, NULL, e)) || (rc = tupe_dirtx_begin(&tx, out, e))) {
+    if ((rc = tupe_dirtx_begin(&tx, out, TUPE_NPY_KIND, e))) {
         tupe_tset_close(s);
         return rc;
     }

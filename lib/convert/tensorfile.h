@@ -53,10 +53,7 @@ void tupe_cast_free(tupe_cast_report *r);
 int tupe_tf_npy(const char *in, const char *name, const char *out, int raw_bf16, size_t *count,
                 tupe_err *e);
 
-/* Whether the output directory `dir` may be replaced: it does not exist, is empty, or holds
- * `marker` (what this kind of output always has: "config.json", "model.safetensors"); with
- * marker NULL, when it holds only .npy files. Otherwise TUPE_ECANTCREAT: a directory of
- * something else is never swapped away. */
-int tupe_tf_replaceable(const char *dir, const char *marker, tupe_err *e);
+/* What a directory of .npy files' .tupe-kind says (base/outdir.h). */
+#define TUPE_NPY_KIND "npy directory"
 
 #endif

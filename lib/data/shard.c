@@ -685,7 +685,7 @@ int tupe_manifest_read(const char *dir, tupe_shard_meta *m, tupe_err *e)
                          "tupe-shard leaves none)", dir, TUPE_MANIFEST);
     char *text;
     size_t len;
-    int rc = tupe_read_file(path, &text, &len, (size_t)1 << 30, e);
+    int rc = tupe_read_text(path, &text, &len, (size_t)1 << 30, e);
     if (rc)
         return rc;
     rc = tupe_manifest_parse(text, len, path, m, e);

@@ -43,6 +43,8 @@
 #define TUPE_SHARD_ZSTD 1u
 #define TUPE_SHARD_SHUFFLED 2u
 #define TUPE_MANIFEST "manifest.json"
+/* What a shard directory's .tupe-kind says (base/outdir.h). */
+#define TUPE_SHARD_KIND "shard directory"
 #define TUPE_MANIFEST_FORMAT "tupe-shards"
 
 enum tupe_split { TUPE_SPLIT_TRAIN = 0, TUPE_SPLIT_VALID = 1, TUPE_SPLITS = 2 };

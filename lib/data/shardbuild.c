@@ -10,6 +10,7 @@
 
 #include "base/checksum.h"
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "base/philox.h"
 #include "base/progress.h"
 #include "data/extshuffle.h"
@@ -609,7 +610,7 @@ static int write_output(build *b, tupe_err *e)
     b->tmpl.seed = o->seed;
     b->tmpl.set_id = m->set_id;
 
-    int rc = tupe_dirtx_begin(&b->tx, o->output, e);
+    int rc = tupe_dirtx_begin(&b->tx, o->output, TUPE_SHARD_KIND, e);
     if (rc)
         return rc;
     tupe_progress_start(&b->prog, "writing", total, "seq", o->quiet);
@@ -649,7 +650,7 @@ int tupe_shard_build(const tupe_shard_opts *o, tupe_shard_meta *meta, tupe_shard
     double t0 = tupe_now();
     int rc = check_opts(o, e);
     if (!rc)
-        rc = tupe_dir_replaceable(o->output, TUPE_MANIFEST, "a shard directory", e);
+        rc = tupe_outdir_check(o->output, TUPE_SHARD_KIND, TUPE_OUTDIR_REPLACE, e);
     if (rc)
         return rc;
     build b;

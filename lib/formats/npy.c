@@ -96,14 +96,23 @@ static const char *field(const char *h, const char *key)
 int tupe_npy_read(const char *path, tupe_npy *out, tupe_err *e)
 {
     memset(out, 0, sizeof *out);
-    char *buf;
-    size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 40, e);
+    /* Read part by part, each bounded by what the part before declares: the magic, the
+     * header, then the data its shape and dtype need and nothing more. */
+    tupe_in *in;
+    int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
-    const unsigned char *b = (const unsigned char *)buf;
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0, got;
+    if ((rc = tupe_in_append(in, &buf, &len, &cap, 12, &got, e))) {
+        free(buf);
+        tupe_in_close(in);
+        return rc;
+    }
+    const unsigned char *b = buf;
     if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) {
         free(buf);
+        tupe_in_close(in);
         return tupe_fail_byte(e, TUPE_EDATA, path, 0, "not a .npy file (bad magic)");
     }
     size_t hlen, off;
@@ -116,10 +125,19 @@ int tupe_npy_read(const char *path, tupe_npy *out, tupe_err *e)
     } else {
         unsigned major = b[6], minor = b[7];
         free(buf);
+        tupe_in_close(in);
         return tupe_fail_byte(e, TUPE_EDATA, path, 6, "unsupported .npy version %u.%u", major, minor);
     }
+    if (hlen <= 1000000 && off + hlen > len &&
+        (rc = tupe_in_append(in, &buf, &len, &cap, off + hlen - len, &got, e))) {
+        free(buf);
+        tupe_in_close(in);
+        return rc;
+    }
+    b = buf;
     if (hlen > len - off || hlen > 1000000) {
         free(buf);
+        tupe_in_close(in);
         return tupe_fail_byte(e, TUPE_EDATA, path, 8, "header length %zu runs past the end", hlen);
     }
     char *h = malloc(hlen + 1);
@@ -181,6 +199,14 @@ int tupe_npy_read(const char *path, tupe_npy *out, tupe_err *e)
         rc = tupe_fail_byte(e, TUPE_EDATA, path, off, "shape too large");
         goto done;
     }
+    /* The data, and one byte more to see that nothing follows it. */
+    if (need > SIZE_MAX - len - 2) {
+        rc = tupe_fail_byte(e, TUPE_EDATA, path, off, "shape too large");
+        goto done;
+    }
+    if (len - data_off <= need &&
+        (rc = tupe_in_append(in, &buf, &len, &cap, (size_t)need + 1 - (len - data_off), &got, e)))
+        goto done;
     if (len - data_off != need) {
         rc = tupe_fail_byte(e, TUPE_EDATA, path, data_off, "data is %zu bytes, shape and dtype need %llu",
                             len - data_off, (unsigned long long)need);
@@ -195,5 +221,6 @@ int tupe_npy_read(const char *path, tupe_npy *out, tupe_err *e)
 done:
     free(h);
     free(buf);
+    tupe_in_close(in);
     return rc;
 }

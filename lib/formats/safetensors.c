@@ -296,6 +296,64 @@ int tupe_st_parse(tupe_st **stp, const void *buf, size_t len, const char *name, 
     return 0;
 }
 
+/* The size of the data section a header declares: the largest end of its data_offsets (0 when
+ * the header does not parse: parse_all then says what is wrong with it). */
+static uint64_t declared_data(const unsigned char *h, size_t n)
+{
+    json_t *root = json_loadb((const char *)h, n, 0, NULL);
+    uint64_t end = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        json_t *en = json_array_get(json_object_get(v, "data_offsets"), 1);
+        if (json_is_integer(en) && json_integer_value(en) > 0 &&
+            (uint64_t)json_integer_value(en) > end)
+            end = (uint64_t)json_integer_value(en);
+    }
+    json_decref(root);
+    return end;
+}
+
+/* A pipe or other stream (not mapped): read no more than its header declares, each part only
+ * after the one before has been checked, so that a device such as /dev/zero or a stream that
+ * does not end is refused at once instead of being read into memory without bound. */
+static int read_stream(tupe_st *st, const char *path, tupe_err *e)
+{
+    tupe_in *in;
+    int rc = tupe_in_open(&in, path, e);
+    if (rc)
+        return rc;
+    size_t len = 0, cap = 0, got;
+    rc = tupe_in_append(in, &st->own, &len, &cap, 8, &got, e);
+    uint64_t n = !rc && len == 8 ? le64(st->own) : 0;
+    if (!rc && n > 0 && n <= TUPE_ST_MAX_HEADER)
+        rc = tupe_in_append(in, &st->own, &len, &cap, (size_t)n, &got, e);
+    if (!rc && n > 0 && len == 8 + n && st->own[8] == '{') {
+        uint64_t data = declared_data(st->own + 8, (size_t)n);
+        if (data > SIZE_MAX - len - 1)
+            rc = tupe_fail_byte(e, TUPE_EDATA, path, 8, "header declares %llu bytes of tensors",
+                                (unsigned long long)data);
+        else if (!(rc = tupe_in_append(in, &st->own, &len, &cap, (size_t)data, &got, e)) &&
+                 got == data) {
+            /* Nothing may follow what the header declares. */
+            unsigned char extra;
+            size_t more;
+            if (!(rc = tupe_in_read(in, &extra, 1, &more, e)) && more)
+                rc = tupe_fail_byte(e, TUPE_EDATA, path, len, "more bytes after the %llu that "
+                                    "its header declares (not a safetensors file?)",
+                                    (unsigned long long)len);
+        }
+    }
+    tupe_in_close(in);
+    if (rc)
+        return rc;
+    if (!st->own && !(st->own = malloc(1)))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    st->base = st->own;
+    st->size = len;
+    return 0;
+}
+
 int tupe_st_open(tupe_st **stp, const char *path, tupe_err *e)
 {
     tupe_st *st = calloc(1, sizeof *st);
@@ -329,17 +387,11 @@ int tupe_st_open(tupe_st **stp, const char *path, tupe_err *e)
         }
         if (fd >= 0)
             close(fd);
-        /* A pipe or other stream: read it whole. */
-        char *buf;
-        size_t len;
-        int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 40, e);
+        int rc = read_stream(st, path, e);
         if (rc) {
             st_free(st);
             return rc;
         }
-        st->own = (unsigned char *)buf;
-        st->base = st->own;
-        st->size = len;
     }
     int rc = parse_all(st, e);
     if (rc) {

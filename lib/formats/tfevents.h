@@ -15,9 +15,14 @@
 
 #include "base/error.h"
 
+/* What a directory of event files says in its .tupe-kind (base/outdir.h). */
+#define TUPE_TFEVENTS_KIND "TensorBoard events"
+
 typedef struct tupe_tfevents tupe_tfevents;
 
-/* Create `dir` (and its parents) and a new file events.out.tfevents.SECONDS.HOST.PID in it. */
+/* Create `dir` (and its parents) and a new file events.out.tfevents.SECONDS.HOST.PID in it: a
+ * directory of event files, new (then marked as one, base/outdir.h) or of the user's; one of
+ * another kind is TUPE_ECANTCREAT. */
 int tupe_tfevents_open_dir(tupe_tfevents **w, const char *dir, tupe_err *e);
 /* Create (replace) the file `path`; `wall` is the time of its first record (seconds since
  * the epoch). */

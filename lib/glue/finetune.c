@@ -10,9 +10,11 @@
 
 #include "base/checksum.h"
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "base/progress.h"
 #include "base/rng.h"
 #include "formats/safetensors.h"
+#include "glue/ftsettings.h"
 #include "glue/metrics.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -462,6 +464,12 @@ static void say(const tupe_ft_opts *o, tupe_progress *pr, int kind, const char *
     va_end(ap);
 }
 
+/* What the settings record of the precision (a bf16 run computes other numbers). */
+static const char *precision_of(const tupe_backend *be)
+{
+    return strstr(be->name, "bf16") ? "bf16" : "fp32";
+}
+
 static const char *recipe_name(int r)
 {
     return r == TUPE_RECIPE_BERT ? "bert" : r == TUPE_RECIPE_ROBERTA ? "roberta" : "tupe";
@@ -531,8 +539,10 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     tupe_rundir *rdir = NULL;
     tupe_err end_err;
     size_t *order = NULL;
+    json_t *settings = NULL;
     int rc;
-    if ((rc = tupe_rundir_check(o->out, &tupe_run_finetune, e)) ||
+    if ((rc = tupe_rundir_claim(&rdir, o->out, &tupe_run_finetune, 0, e)) ||
+        !(settings = tupe_ft_settings(o, t, precision_of(be), e)) ||
         (rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
         (rc = tupe_glue_read(t, &t->splits[0], o->data, &train, skip_print, (void *)o, e)) ||
         (rc = encode_set(&x, &train, (size_t)o->max_train, &tr, e)) ||
@@ -545,8 +555,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
         (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
         goto out;
-    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, -1, o->tensorboard, o->no_tensorboard,
-                                e)))
+    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, 0, -1, o->tensorboard,
+                                o->no_tensorboard, e)))
         goto out;
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
@@ -641,6 +651,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         json_object_set_new(res, "step", json_integer(best->step));
         json_object_set_new(res, "epoch", json_real(best->epoch));
         json_object_set_new(res, "dev", scores_json(best));
+        json_object_set(res, "settings", settings);
         char *js = json_dumps(res, JSON_INDENT(2));
         json_decref(res);
         char path[4200];
@@ -654,6 +665,9 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                            "constant; try a lower --lr): no checkpoint kept", t->name, t->select);
     }
 out:
+    if (!settings && !rc)
+        rc = e->code;
+    json_decref(settings);
     if (tupe_rundir_end(rdir, &end_err) && !rc) { /* metrics.jsonl or the event file */
         *e = end_err;
         rc = e->code;
@@ -736,9 +750,11 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
     memset(&x, 0, sizeof x);
     x.o = &oo;
     x.t = t;
-    int rc = load_finetuned(&x, be, &oo, e);
+    int rc = tupe_outdir_check(o->out, TUPE_PREDICTIONS_KIND, TUPE_OUTDIR_INTO, e);
     if (!rc)
-        rc = tupe_mkdir_p(o->out, e);
+        rc = load_finetuned(&x, be, &oo, e);
+    if (!rc)
+        rc = tupe_outdir_into(o->out, TUPE_PREDICTIONS_KIND, e);
     for (int i = 0; !rc && i < t->nsplits; i++) {
         const tupe_glue_split *sp = &t->splits[i];
         if (sp->kind != TUPE_GLUE_TEST)
@@ -774,7 +790,7 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
 /* -1 when DIR holds no finished run; an error when it holds one of another task, learning
  * rate or seed (an earlier sweep into the same directory), whose scores must not be reused. */
 static int read_results(const char *dir, const tupe_ft_opts *r, const tupe_glue_task *t,
-                        double *select, double sets[2], tupe_err *e)
+                        const json_t *settings, double *select, double sets[2], tupe_err *e)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/results.json", dir);
@@ -789,6 +805,11 @@ static int read_results(const char *dir, const tupe_ft_opts *r, const tupe_glue_
         int rc = tupe_fail(e, TUPE_EUSAGE, "%s: a run of %s with lr %g and seed %lld, not of %s with lr %g "
                            "and seed %llu (a sweep with other settings; use another -o)", path,
                            task ? task : "?", lr, (long long)seed, t->name, r->lr, (unsigned long long)r->seed);
+        json_decref(o);
+        return rc;
+    }
+    int rc = tupe_ft_settings_compare(json_object_get(o, "settings"), settings, dir, e);
+    if (rc) {
         json_decref(o);
         return rc;
     }
@@ -810,12 +831,37 @@ static int read_results(const char *dir, const tupe_ft_opts *r, const tupe_glue_
     return 0;
 }
 
+static int sweep_runs(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *be,
+                      const json_t *settings, double *median_out, double *best_lr, tupe_err *e);
+
 int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *be,
                   double *median_out, double *best_lr, tupe_err *e)
 {
-    int rc = tupe_mkdir_p(o->out, e);
-    if (rc)
+    /* The sweep's directory: its own kind, one sweep at a time; its settings, which every
+     * finished run there must share to be counted. */
+    tupe_dirlock *lock = NULL;
+    int rc = tupe_outdir_check(o->out, TUPE_SWEEP_KIND, TUPE_OUTDIR_REPLACE, e);
+    if (rc || (rc = tupe_mkdir_p(o->out, e)) || (rc = tupe_dirlock_take(&lock, o->out, e)) ||
+        (rc = tupe_outdir_check(o->out, TUPE_SWEEP_KIND, TUPE_OUTDIR_REPLACE, e)) ||
+        (rc = tupe_outdir_mark(o->out, TUPE_SWEEP_KIND, e))) {
+        tupe_dirlock_release(lock);
         return rc;
+    }
+    json_t *settings = tupe_ft_settings(o, t, precision_of(be), e);
+    if (!settings) {
+        tupe_dirlock_release(lock);
+        return e->code;
+    }
+    rc = sweep_runs(o, t, be, settings, median_out, best_lr, e);
+    json_decref(settings);
+    tupe_dirlock_release(lock);
+    return rc;
+}
+
+static int sweep_runs(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *be,
+                      const json_t *settings, double *median_out, double *best_lr, tupe_err *e)
+{
+    int rc = 0;
     int S = o->seeds > 0 ? o->seeds : 1;
     double med[TUPE_FT_MAX_GRID], med_sets[TUPE_FT_MAX_GRID][2];
     for (int g = 0; g < TUPE_FT_MAX_GRID; g++)
@@ -837,7 +883,7 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 r.tensorboard = tbdir;
             }
             double sel, sets[2];
-            int got = read_results(dir, &r, t, &sel, sets, e);
+            int got = read_results(dir, &r, t, settings, &sel, sets, e);
             if (got > 0) {
                 rc = got;
                 break;
@@ -848,7 +894,7 @@ int tupe_ft_sweep(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 int trc = tupe_ft_train(&r, t, be, &b, &te);
                 /* A run that finished without a defined score (its results.json says so) counts
                  * as the lowest of its seeds; any other failure stops the sweep. */
-                if (read_results(dir, &r, t, &sel, sets, e) != 0) {
+                if (read_results(dir, &r, t, settings, &sel, sets, e) != 0) {
                     rc = trc ? (*e = te, trc) : tupe_fail(e, TUPE_EFAIL, "%s/results.json was not written", dir);
                     break;
                 }
@@ -950,12 +996,29 @@ int tupe_ft_table(const char *dir, tupe_err *e)
         v[i] = NAN;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s/sweep.json", dir, cols[i].task);
+        if (!tupe_path_exists(path))
+            continue; /* a task not swept: a gap in the table */
+        /* A result that is there but cannot be read is an error, never a gap: an average
+         * over the others would look complete. */
+        char *txt;
+        size_t len;
+        int rc = tupe_read_text(path, &txt, &len, 64u << 20, e);
+        if (rc)
+            return rc;
         json_error_t je;
-        json_t *o = json_load_file(path, 0, &je);
+        json_t *o = json_loadb(txt, len, 0, &je);
+        free(txt);
         if (!o)
-            continue;
+            return tupe_fail_linecol(e, TUPE_EDATA, path, (uint64_t)(je.line > 0 ? je.line : 1),
+                                     (uint64_t)(je.column > 0 ? je.column : 1), "not a sweep result: %s",
+                                     je.text);
         json_t *x = cols[i].set ? json_object_get(json_object_get(o, "median_by_set"), cols[i].set)
                                 : json_object_get(o, "median");
+        if (!x || (!json_is_number(x) && !json_is_null(x))) {
+            json_decref(o);
+            return tupe_fail(e, TUPE_EDATA, "%s: no %s median (not a sweep result written by "
+                             "tupe-glue sweep)", path, cols[i].set ? cols[i].set : "task");
+        }
         if (json_is_number(x)) {
             v[i] = 100 * json_number_value(x);
             have++;

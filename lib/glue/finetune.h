@@ -26,6 +26,10 @@
 enum tupe_recipe { TUPE_RECIPE_TUPE = 0, TUPE_RECIPE_BERT, TUPE_RECIPE_ROBERTA };
 
 #define TUPE_FT_MAX_GRID 8
+/* What the directories tupe-glue writes say in their .tupe-kind (base/outdir.h); a run's is
+ * train/rundir's "fine-tuning run". */
+#define TUPE_SWEEP_KIND "GLUE sweep"
+#define TUPE_PREDICTIONS_KIND "GLUE predictions"
 
 typedef struct tupe_ft_opts {
     const char *data;          /* the glue_data directory */

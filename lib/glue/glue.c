@@ -13,6 +13,7 @@
 
 #include "base/fileio.h"
 #include "glue/metrics.h"
+#include "text/unicode.h"
 
 #define L2 {"0", "1", NULL}
 #define NLI3 {"entailment", "neutral", "contradiction"}
@@ -129,6 +130,14 @@ void tupe_glue_free(tupe_glue_data *d)
 static int parse_rows(const tupe_glue_task *t, const tupe_glue_split *s, size_t len,
                       tupe_glue_data *out, tupe_glue_skip_fn skip, void *ctx, tupe_err *e)
 {
+    /* Text that is not UTF-8 is refused, as tupe-tokenize refuses it, rather than dropped
+     * silently when the sentences are tokenized. */
+    size_t bad = tupe_utf8_first_bad(out->buf, len);
+    if (bad < len) {
+        int rc = tupe_fail_byte(e, TUPE_EDATA, out->path, bad, "invalid UTF-8");
+        tupe_glue_free(out);
+        return rc;
+    }
     int rc;
     char *p = out->buf, *end = out->buf + len;
     if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) /* MRPC starts with a UTF-8 BOM */
@@ -232,7 +241,7 @@ int tupe_glue_read(const tupe_glue_task *t, const tupe_glue_split *s, const char
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     snprintf(out->path, plen, "%s/%s", data_dir, s->file);
     size_t len;
-    int rc = tupe_read_file(out->path, &out->buf, &len, (size_t)4 << 30, e);
+    int rc = tupe_read_text(out->path, &out->buf, &len, (size_t)4 << 30, e);
     if (rc) {
         tupe_glue_free(out);
         return rc;
@@ -379,6 +388,7 @@ int tupe_glue_read_predictions(const char *path, const tupe_glue_task *t, size_t
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    tupe_in_max_line(in, 1 << 20); /* "index<TAB>label": short lines */
     int *lab = malloc((n ? n : 1) * sizeof *lab);
     double *val = malloc((n ? n : 1) * sizeof *val);
     char *seen = calloc(n ? n : 1, 1);
@@ -449,6 +459,14 @@ out:
 
 int tupe_glue_check_submission(const char *dir, tupe_err *e)
 {
+    /* A missing directory is a missing input (66), as everywhere; a missing file in it is an
+     * incomplete set (65). */
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", dir);
+    if (!S_ISDIR(st.st_mode))
+        return tupe_fail(e, TUPE_ENOINPUT, "%s: not a directory (expected the directory of the 11 "
+                         "leaderboard files)", dir);
     for (size_t i = 0; i < sizeof board / sizeof board[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, board[i].file);
@@ -523,7 +541,7 @@ int tupe_glue_zip_submission(const char *dir, const char *zip_path, tupe_err *e)
         snprintf(path, sizeof path, "%s/%s", dir, board[i].file);
         char *buf;
         size_t len;
-        if ((rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e)))
+        if ((rc = tupe_read_text(path, &buf, &len, (size_t)1 << 30, e)))
             break;
         struct archive_entry *en = archive_entry_new();
         archive_entry_set_pathname(en, board[i].file);

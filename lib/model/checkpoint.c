@@ -131,7 +131,7 @@ int tupe_ckpt_save_moments(const char *dir, tupe_model *m, tupe_adamw *opt, cons
                            const char *train_state, tupe_err *e)
 {
     tupe_dirtx *tx;
-    int rc = tupe_dirtx_begin(&tx, dir, e);
+    int rc = tupe_dirtx_begin(&tx, dir, TUPE_CKPT_KIND, e);
     if (rc)
         return rc;
     char path[PATH_MAX];

@@ -20,6 +20,8 @@
 
 #define TUPE_CKPT_MODEL_FILE "model.safetensors"
 #define TUPE_CKPT_OPTIM_FILE "optimizer.safetensors"
+/* What its .tupe-kind says (base/outdir.h): written by every program that saves one. */
+#define TUPE_CKPT_KIND "checkpoint"
 
 /* Write the checkpoint directory `dir` (replacing one that is there). opt may be NULL (no
  * optimizer file); train_state is a JSON object's text, or NULL. */

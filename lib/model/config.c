@@ -368,7 +368,7 @@ int tupe_config_load(tupe_config *c, const char *name_or_path, tupe_err *e)
     }
     char *buf;
     size_t n;
-    int rc = tupe_read_file(path, &buf, &n, 1 << 20, e);
+    int rc = tupe_read_text(path, &buf, &n, 1 << 20, e);
     if (rc)
         return rc;
     rc = tupe_config_parse(c, buf, n, path, e);

@@ -217,7 +217,7 @@ int tupe_bpe_load(tupe_bpe **out, const char *path, const tupe_vocab *v, tupe_er
 {
     char *buf;
     size_t len;
-    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 30, e);
+    int rc = tupe_read_text(path, &buf, &len, (size_t)1 << 30, e);
     if (rc)
         return rc;
     rc = tupe_bpe_parse(out, buf, len, path, v, e);

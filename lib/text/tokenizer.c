@@ -1,5 +1,6 @@
 #include "text/tokenizer.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,20 +245,6 @@ static int emit_doc(const tupe_tokenizer *t, const tupe_encode_opts *o, const tu
     return 0;
 }
 
-/* The first byte of s[0..n) that is not UTF-8 (n if none). */
-static size_t first_bad(const char *s, size_t n)
-{
-    const uint8_t *p = (const uint8_t *)s, *end = p + n;
-    while (p < end) {
-        uint32_t cp;
-        int k = tupe_utf8_decode(p, end, &cp);
-        if (k < 0)
-            break;
-        p += k;
-    }
-    return (size_t)(p - (const uint8_t *)s);
-}
-
 /* A finished document into the output, [SEP] first with add_special; too long is an error. */
 static int finish_doc(const tupe_tokenizer *t, const tupe_encode_opts *o, const tupe_tok_header *h,
                       uint32_t **ids, size_t *n, size_t *cap, const tupe_chunk *ch, tupe_buf *out,
@@ -340,7 +327,7 @@ int tupe_encode_chunk(const tupe_tokenizer *t, tupe_tokctx *c, const tupe_encode
         rc = tupe_tokenizer_encode(t, c, text, tlen, &bad);
         if (rc == -1) {
             if (text != line)
-                bad = first_bad(line, len);
+                bad = tupe_utf8_first_bad(line, len);
             return tupe_fail_byte(e, TUPE_EDATA, ch->name,
                                   ch->offset + (uint64_t)(line - ch->data) + bad,
                                   "invalid UTF-8 (see --invalid)");
@@ -556,6 +543,11 @@ int tupe_decode_input(const tupe_vocab *v, const char *path, int format, int ski
         if (rc)
             return rc;
         binary = got == 8 && memcmp(magic, TUPE_TOK_MAGIC, 8) == 0;
+        /* Text ids start with a digit or a space: anything else is neither (a device such as
+         * /dev/zero would otherwise be read as one endless line). */
+        if (!binary && got && !isdigit(magic[0]) && !isspace(magic[0]))
+            return tupe_fail_byte(e, TUPE_EDATA, path, 0, "neither a token stream (no %.8s "
+                                  "magic) nor ids as text", TUPE_TOK_MAGIC);
     }
     if (binary) {
         tupe_tokr *r;

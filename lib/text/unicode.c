@@ -43,3 +43,16 @@ size_t tupe_utf8_count(const char *s, size_t n)
         k += ((unsigned char)s[i] & 0xC0) != 0x80;
     return k;
 }
+
+size_t tupe_utf8_first_bad(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s, *end = p + n;
+    while (p < end) {
+        uint32_t cp;
+        int k = tupe_utf8_decode(p, end, &cp);
+        if (k < 0)
+            break;
+        p += k;
+    }
+    return (size_t)(p - (const uint8_t *)s);
+}

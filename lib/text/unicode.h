@@ -130,5 +130,8 @@ static inline int tupe_utf8_encode(uint32_t cp, uint8_t *out)
 
 /* Number of characters in valid UTF-8 (counts the bytes that do not continue a character). */
 size_t tupe_utf8_count(const char *s, size_t n);
+/* The offset of the first byte of s[0..n) that is not UTF-8 (n when all of it is): the one
+ * test of every program that reads text, so that the same bytes get the same answer. */
+size_t tupe_utf8_first_bad(const char *s, size_t n);
 
 #endif

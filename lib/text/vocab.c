@@ -114,15 +114,9 @@ int tupe_vocab_is_special(const tupe_vocab *v, uint32_t id)
 /* Shared by both loaders: checks UTF-8 of a line, reports the byte offset. */
 static int check_utf8(const char *path, const char *buf, size_t start, size_t n, tupe_err *e)
 {
-    const uint8_t *p = (const uint8_t *)buf + start, *end = p + n;
-    while (p < end) {
-        uint32_t cp;
-        int k = tupe_utf8_decode(p, end, &cp);
-        if (k < 0)
-            return tupe_fail_byte(e, TUPE_EDATA, path, (uint64_t)(p - (const uint8_t *)buf),
-                                  "invalid UTF-8 in vocabulary");
-        p += k;
-    }
+    size_t bad = tupe_utf8_first_bad(buf + start, n);
+    if (bad < n)
+        return tupe_fail_byte(e, TUPE_EDATA, path, start + bad, "invalid UTF-8 in vocabulary");
     return 0;
 }
 
@@ -174,7 +168,7 @@ static int load_lines(tupe_vocab **out, int kind, const char *path, line_fn fn, 
 {
     char *buf;
     size_t len;
-    int rc = tupe_read_file(path, &buf, &len, MAX_VOCAB_FILE, e);
+    int rc = tupe_read_text(path, &buf, &len, MAX_VOCAB_FILE, e);
     if (rc)
         return rc;
     rc = parse_lines(out, kind, buf, len, path, fn, what, e);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "base/grow.h"
 #include "base/progress.h"
 #include "text/bpe.h"
@@ -579,7 +580,7 @@ int tupe_vocabtrain(tupe_corpus *c, const tupe_vocabtrain_opts *o, const char *o
     tupe_vocab *v = NULL;
     tupe_buf codes = {0};
     /* before the work: the directory to replace must be a BPE vocabulary or empty */
-    int rc = o->kind == TUPE_VOCAB_BPE ? tupe_dir_replaceable(out, "codes", "a BPE vocabulary", e) : 0;
+    int rc = o->kind == TUPE_VOCAB_BPE ? tupe_outdir_check(out, TUPE_BPE_KIND, TUPE_OUTDIR_REPLACE, e) : 0;
     if (!rc)
         rc = tupe_vocabtrain_count(c, o, &wc, r, e);
     if (rc)
@@ -594,7 +595,7 @@ int tupe_vocabtrain(tupe_corpus *c, const tupe_vocabtrain_opts *o, const char *o
         goto done;
     tupe_wordcount_free(&wc);
     tupe_dirtx *tx;
-    if ((rc = tupe_dirtx_begin(&tx, out, e)))
+    if ((rc = tupe_dirtx_begin(&tx, out, TUPE_BPE_KIND, e)))
         goto done;
     char path[4096];
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "codes"));

@@ -28,6 +28,8 @@
  * then needs a few times the table (on the test corpus the whole run peaked at 3.6 times it
  * for WordPiece and 6 times for BPE). */
 #define TUPE_TRAIN_TABLE_SHARE 6
+/* What a BPE vocabulary directory's .tupe-kind says (base/outdir.h). */
+#define TUPE_BPE_KIND "BPE vocabulary"
 
 typedef struct tupe_vocabtrain_opts {
     int kind;                /* TUPE_VOCAB_WORDPIECE or TUPE_VOCAB_BPE */

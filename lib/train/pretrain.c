@@ -306,6 +306,15 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
     if (o->untie_cls >= 0 && !tupe_cfg_tupe(&r->cfg))
         return tupe_fail(e, TUPE_EUSAGE, "--%s applies to tupe-a and tupe-r, not to a %s model",
                          o->untie_cls ? "untie-cls" : "tie-cls", tupe_position_name(r->cfg.position));
+    /* A resumed run keeps its dropout: another one given now would make it another run. */
+    if (ckpt && o->dropout >= 0 && o->dropout != r->cfg.hidden_dropout)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --dropout %g; resume with the same "
+                         "(now %g): another value would continue it as a different run", ckpt,
+                         r->cfg.hidden_dropout, o->dropout);
+    if (ckpt && o->attention_dropout >= 0 && o->attention_dropout != r->cfg.attention_dropout)
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --attention-dropout %g; resume with "
+                         "the same (now %g): another value would continue it as a different run",
+                         ckpt, r->cfg.attention_dropout, o->attention_dropout);
     if (o->dropout >= 0)
         r->cfg.hidden_dropout = o->dropout;
     if (o->attention_dropout >= 0)
@@ -364,6 +373,65 @@ typedef struct tstate {
     uint64_t seed;
 } tstate;
 
+/* What determines a run's results besides its model, data, batch and seed (checked on their
+ * own): the schedule, the optimizer and the masking, each with the option that sets it. A
+ * resumed run must be continued with the same values, or it would be a mixture. */
+typedef struct recipe_field {
+    const char *key, *opt;
+    double (*get)(const tupe_pretrain_opts *o);
+} recipe_field;
+
+static double r_lr(const tupe_pretrain_opts *o) { return o->lr; }
+static double r_end_lr(const tupe_pretrain_opts *o) { return o->end_lr; }
+static double r_power(const tupe_pretrain_opts *o) { return o->power; }
+static double r_warmup(const tupe_pretrain_opts *o) { return (double)o->warmup; }
+static double r_steps(const tupe_pretrain_opts *o) { return (double)o->steps; }
+static double r_beta1(const tupe_pretrain_opts *o) { return o->adam.beta1; }
+static double r_beta2(const tupe_pretrain_opts *o) { return o->adam.beta2; }
+static double r_eps(const tupe_pretrain_opts *o) { return o->adam.eps; }
+static double r_wd(const tupe_pretrain_opts *o) { return o->adam.weight_decay; }
+static double r_clip(const tupe_pretrain_opts *o) { return o->adam.clip; }
+static double r_excl(const tupe_pretrain_opts *o) { return o->adam.exclude_ln_bias; }
+static double r_mask(const tupe_pretrain_opts *o) { return o->mask_prob; }
+static double r_mfrac(const tupe_pretrain_opts *o) { return o->mask_frac; }
+static double r_rfrac(const tupe_pretrain_opts *o) { return o->random_frac; }
+
+static const recipe_field recipe[] = {
+    {"lr", "--lr", r_lr}, {"end_lr", "--end-lr", r_end_lr}, {"power", "--power", r_power},
+    {"warmup", "--warmup", r_warmup}, {"steps", "--steps", r_steps}, {"beta1", "--beta1", r_beta1},
+    {"beta2", "--beta2", r_beta2}, {"adam_eps", "--adam-eps", r_eps},
+    {"weight_decay", "--weight-decay", r_wd}, {"clip", "--clip", r_clip},
+    {"no_decay_ln_bias", "--no-decay-ln-bias", r_excl}, {"mask_prob", "--mask-prob", r_mask},
+    {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac}};
+
+static json_t *recipe_json(const tupe_pretrain_opts *o)
+{
+    json_t *j = json_object();
+    for (size_t i = 0; i < sizeof recipe / sizeof recipe[0]; i++)
+        json_object_set_new(j, recipe[i].key, json_real(recipe[i].get(o)));
+    return j;
+}
+
+/* The recipe recorded in a checkpoint's training state against this invocation's: a usage
+ * error naming the first option that differs and both values. A checkpoint from before the
+ * recipe was recorded is not checked. */
+static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char *from, tupe_err *e)
+{
+    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+    json_t *saved = json_object_get(st, "recipe");
+    int rc = 0;
+    for (size_t i = 0; json_is_object(saved) && i < sizeof recipe / sizeof recipe[0] && !rc; i++) {
+        json_t *v = json_object_get(saved, recipe[i].key);
+        double now = recipe[i].get(o);
+        if (json_is_number(v) && json_number_value(v) != now)
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with %s %g; resume with the same (now %g): "
+                           "another value would continue it as a different run", from, recipe[i].opt,
+                           json_number_value(v), now);
+    }
+    json_decref(st);
+    return rc;
+}
+
 static char *state_json(const tstate *s, const run *r)
 {
     json_t *o = json_object();
@@ -380,6 +448,7 @@ static char *state_json(const tstate *s, const run *r)
     json_object_set_new(o, "vocab_hash", json_string(h));
     json_object_set_new(o, "elapsed_s", json_real(s->elapsed));
     json_object_set_new(o, "world", json_integer(r->world));
+    json_object_set_new(o, "recipe", recipe_json(r->o));
     char *txt = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return txt;
@@ -485,8 +554,13 @@ static int find_run(trainer *t, tupe_err *e)
 {
     const tupe_pretrain_opts *o = t->r.o;
     int rc;
-    if ((rc = tupe_rundir_check(o->out, &tupe_run_pretrain, e)) ||
-        (rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from, &t->resume_step, e)))
+    if ((rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from, &t->resume_step, e)))
+        return rc;
+    /* Rank 0 takes an existing directory (its kind, its lock) before any work; a run from
+     * before kinds were recorded is taken when it is resumed. The other ranks only read it. */
+    rc = t->r.rank == 0 ? tupe_rundir_claim(&t->dir, o->out, &tupe_run_pretrain, o->resume, e)
+                        : tupe_rundir_check(o->out, &tupe_run_pretrain, o->resume, e);
+    if (rc)
         return rc;
     if (!o->resume && t->resume_from[0])
         /* A new run here would have its checkpoints pruned in favour of the old run's later ones
@@ -556,16 +630,24 @@ static int load_weights(trainer *t, tupe_err *e)
         return rc;
     tstate saved;
     rc = parse_state(js, from, &saved, e);
+    if (rc) {
+        free(js);
+        return rc;
+    }
+    if (saved.batch != o->batch) {
+        free(js);
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
+                         "(now %d) to continue the same data order", from, saved.batch, o->batch);
+    }
+    if (saved.has_seed && saved.seed != o->seed)
+        rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
+                       "(now %llu) to continue the same data order, masks and dropout", from,
+                       (unsigned long long)saved.seed, (unsigned long long)o->seed);
+    if (!rc)
+        rc = check_recipe(js, o, from, e);
     free(js);
     if (rc)
         return rc;
-    if (saved.batch != o->batch)
-        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
-                         "(now %d) to continue the same data order", from, saved.batch, o->batch);
-    if (saved.has_seed && saved.seed != o->seed)
-        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
-                         "(now %llu) to continue the same data order, masks and dropout", from,
-                         (unsigned long long)saved.seed, (unsigned long long)o->seed);
     if (saved.step != t->resume_step)
         return tupe_fail(e, TUPE_EDATA, "%s: its training state is at step %lld (checkpoint "
                          "damaged?)", from, (long long)saved.step);
@@ -649,8 +731,9 @@ static int start_run_dir(trainer *t, tupe_err *e)
     const tupe_pretrain_opts *o = t->r.o;
     if (t->r.rank != 0)
         return 0;
-    int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, t->resume_from[0] ? t->st.step : -1,
-                               o->tensorboard, o->no_tensorboard, e);
+    int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, o->resume,
+                               t->resume_from[0] ? t->st.step : -1, o->tensorboard,
+                               o->no_tensorboard, e);
     if (rc)
         return rc;
     char path[4200];

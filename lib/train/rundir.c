@@ -10,14 +10,17 @@
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "formats/tfevents.h"
 #include "model/checkpoint.h"
 
-const tupe_run_kind tupe_run_pretrain = {{"checkpoints/", "metrics.jsonl", NULL}, NULL};
-const tupe_run_kind tupe_run_finetune = {{"metrics.jsonl", "best/", "results.json", NULL},
-                                         "results.json"};
+const tupe_run_kind tupe_run_pretrain = {"pre-training run", NULL};
+const tupe_run_kind tupe_run_finetune = {"fine-tuning run", "results.json"};
 
 struct tupe_rundir {
+    char *dir;
+    const tupe_run_kind *k;
+    tupe_dirlock *lock;
     FILE *metrics;
     char path[PATH_MAX];    /* of metrics.jsonl */
     tupe_tfevents *tb;      /* NULL: none, or stopped by a failed write */
@@ -25,44 +28,79 @@ struct tupe_rundir {
     tupe_err err;
 };
 
-static int is_mark(const tupe_run_kind *k, const char *name)
+static int64_t step_of(const char *name);
+
+/* Whether dir holds no .tupe-kind and a complete checkpoint under checkpoints/: a run written
+ * before kinds were recorded. */
+static int unmarked_run(const char *dir)
 {
-    for (int i = 0; k->marks[i]; i++) {
-        size_t n = strlen(k->marks[i]);
-        if (k->marks[i][n - 1] == '/')
-            n--;
-        if (strncmp(name, k->marks[i], n) == 0 && name[n] == 0)
-            return 1;
+    char kind[128], sub[4200];
+    if (tupe_outdir_kind(dir, kind, sizeof kind) != 0)
+        return 0;
+    snprintf(sub, sizeof sub, "%s/checkpoints", dir);
+    DIR *d = opendir(sub);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int found = 0;
+    while (!found && (de = readdir(d))) {
+        char model[4600];
+        snprintf(model, sizeof model, "%s/%s/%s", sub, de->d_name, TUPE_CKPT_MODEL_FILE);
+        found = step_of(de->d_name) >= 0 && tupe_path_exists(model);
     }
+    closedir(d);
+    return found;
+}
+
+int tupe_rundir_check(const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e)
+{
+    if (adopt && unmarked_run(dir))
+        return 0;
+    return tupe_outdir_check(dir, k->kind, TUPE_OUTDIR_REPLACE, e);
+}
+
+/* Nothing written yet: close what is open and release the lock. */
+static void drop(tupe_rundir *rd)
+{
+    if (!rd)
+        return;
+    tupe_err ignored;
+    if (rd->tb)
+        tupe_tfevents_close(rd->tb, &ignored);
+    if (rd->metrics)
+        fclose(rd->metrics);
+    tupe_dirlock_release(rd->lock);
+    free(rd->dir);
+    free(rd);
+}
+
+/* Create dir, take its lock, check it again under the lock (another process may have taken it
+ * since), and record its kind. */
+static int take(tupe_rundir **out, const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e)
+{
+    int rc = tupe_rundir_check(dir, k, adopt, e);
+    if (rc || (rc = tupe_mkdir_p(dir, e)))
+        return rc;
+    tupe_rundir *rd = calloc(1, sizeof *rd);
+    if (!rd || !(rd->dir = strdup(dir))) {
+        free(rd);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    rd->k = k;
+    if ((rc = tupe_dirlock_take(&rd->lock, dir, e)) || (rc = tupe_rundir_check(dir, k, adopt, e)) ||
+        (rc = tupe_outdir_mark(dir, k->kind, e))) {
+        drop(rd);
+        return rc;
+    }
+    *out = rd;
     return 0;
 }
 
-int tupe_rundir_check(const char *dir, const tupe_run_kind *k, tupe_err *e)
+int tupe_rundir_claim(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
+                      tupe_err *e)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0; /* missing (created later), or not a directory (reported when created) */
-    struct dirent *de;
-    int others = 0, run = 0;
-    while ((de = readdir(d))) {
-        const char *n = de->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        if (is_mark(k, n))
-            run = 1;
-        else
-            others = 1;
-    }
-    closedir(d);
-    if (!others || run)
-        return 0;
-    char marks[256] = "";
-    size_t len = 0;
-    for (int i = 0; k->marks[i] && len < sizeof marks; i++)
-        len += (size_t)snprintf(marks + len, sizeof marks - len, "%s%s", !i ? "" : k->marks[i + 1] ? ", " : " or ",
-                                k->marks[i]);
-    return tupe_fail(e, TUPE_ECANTCREAT, "%s exists and is not a run directory (no %s): not written "
-                     "into (choose another -o)", dir, marks);
+    *rd = NULL;
+    return tupe_path_exists(dir) ? take(rd, dir, k, adopt, e) : tupe_rundir_check(dir, k, adopt, e);
 }
 
 /* Keep the lines of steps up to `step` (a killed run may have logged a few more). */
@@ -111,14 +149,14 @@ static int remove_events(const char *dir, tupe_err *e)
     return rc;
 }
 
-int tupe_rundir_begin(tupe_rundir **out, const char *dir, const tupe_run_kind *k,
+int tupe_rundir_begin(tupe_rundir **rdp, const char *dir, const tupe_run_kind *k, int adopt,
                       int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e)
 {
-    *out = NULL;
     char path[PATH_MAX], tb[PATH_MAX];
     int rc;
-    if ((rc = tupe_rundir_check(dir, k, e)) || (rc = tupe_mkdir_p(dir, e)))
+    if (!*rdp && (rc = take(rdp, dir, k, adopt, e)))
         return rc;
+    tupe_rundir *rd = *rdp;
     if (k->done) {
         snprintf(path, sizeof path, "%s/%s", dir, k->done);
         if (remove(path) != 0 && errno != ENOENT)
@@ -130,26 +168,20 @@ int tupe_rundir_begin(tupe_rundir **out, const char *dir, const tupe_run_kind *k
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (resume_step >= 0 && (rc = trim_metrics(path, resume_step, e)))
         return rc;
-    tupe_rundir *rd = calloc(1, sizeof *rd);
-    if (!rd)
-        return tupe_fail(e, TUPE_EFAIL, "out of memory");
     snprintf(rd->path, sizeof rd->path, "%s", path);
-    if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w"))) {
-        free(rd);
+    if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w")))
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
-    }
     if (!no_tensorboard && (rc = tupe_tfevents_open_dir(&rd->tb, tensorboard ? tensorboard : tb, e))) {
         fclose(rd->metrics);
-        free(rd);
+        rd->metrics = NULL;
         return rc;
     }
-    *out = rd;
     return 0;
 }
 
 void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...)
 {
-    if (!rd)
+    if (!rd || !rd->metrics)
         return;
     char small[1024], *line = small;
     va_list ap;
@@ -198,8 +230,10 @@ int tupe_rundir_end(tupe_rundir *rd, tupe_err *e)
         *e = ce;
         rc = e->code;
     }
-    if (fclose(rd->metrics) != 0 && !rc)
+    if (rd->metrics && fclose(rd->metrics) != 0 && !rc)
         rc = tupe_fail_errno(e, TUPE_EIO, errno, "%s", rd->path);
+    tupe_dirlock_release(rd->lock);
+    free(rd->dir);
     free(rd);
     return rc;
 }

@@ -1,9 +1,13 @@
 /* Run directories: what a training program writes under -o (tupe-pretrain train, tupe-glue
  * train and each run of a sweep), and the one set of rules for them:
  *
- *   - an existing -o is written into only when it is empty or a run of the same kind (it
- *     holds one of the kind's marks); a directory of something else (a Hugging Face model, a
- *     shard directory) is refused untouched with TUPE_ECANTCREAT, before any data is read;
+ *   - an existing -o is written into only when it is empty or a run of the same kind (its
+ *     .tupe-kind says so, base/outdir.h); a directory of something else (a Hugging Face model,
+ *     a shard directory, a run of the other kind) is refused untouched with TUPE_ECANTCREAT,
+ *     before any data is read;
+ *   - one process writes a run: it holds the directory's lock (.tupe-lock) from
+ *     tupe_rundir_claim (or tupe_rundir_begin) to tupe_rundir_end, and a second gets
+ *     TUPE_ECANTCREAT naming its PID;
  *   - a run that starts removes the file that marks a finished run (the kind's `done`), so
  *     that a run that then fails never looks finished;
  *   - metrics.jsonl holds one JSON object per line, each starting {"step":N: a new run starts
@@ -20,7 +24,7 @@
  *     temporary directories of a killed save (".step-....tmp....") are never listed, and
  *     pruning removes them.
  *
- * A run is written between tupe_rundir_begin and tupe_rundir_end, by one process (rank 0). */
+ * A run is written between tupe_rundir_claim and tupe_rundir_end, by one process (rank 0). */
 #ifndef TUPE_RUNDIR_H
 #define TUPE_RUNDIR_H
 
@@ -30,8 +34,7 @@
 #include "base/error.h"
 
 typedef struct tupe_run_kind {
-    const char *marks[4];   /* entries that make a directory a run of this kind (a trailing '/'
-                               names a directory); NULL-terminated */
+    const char *kind;       /* what its .tupe-kind says: "pre-training run", "fine-tuning run" */
     const char *done;       /* the file that marks a finished run, or NULL */
 } tupe_run_kind;
 
@@ -39,20 +42,28 @@ extern const tupe_run_kind tupe_run_pretrain;  /* checkpoints/, metrics.jsonl */
 extern const tupe_run_kind tupe_run_finetune;  /* metrics.jsonl, best/, results.json (done) */
 
 /* 0 when dir is missing (it is created later), empty, or a run of kind k; TUPE_ECANTCREAT
- * with the reason otherwise. */
-int tupe_rundir_check(const char *dir, const tupe_run_kind *k, tupe_err *e);
+ * with the reason otherwise. Reads only. `adopt`: a directory without .tupe-kind that holds
+ * this kind's checkpoints (checkpoints/step-N/: a run from before kinds were recorded, being
+ * resumed) counts as one. */
+int tupe_rundir_check(const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e);
 
 typedef struct tupe_rundir tupe_rundir;
 
-/* Check dir, create it, remove the done marker, and open metrics.jsonl: empty for a new run
- * (resume_step < 0), else cut after the lines of resume_step; and its TensorBoard copy: in
- * `tensorboard`, NULL for dir/tensorboard, none with no_tensorboard. */
-int tupe_rundir_begin(tupe_rundir **rd, const char *dir, const tupe_run_kind *k,
+/* Before the work: check dir and, when it exists, take it now (its lock, its kind), so that
+ * a second writer is refused before anything is read. Nothing is created: a run that fails
+ * before it starts leaves no directory behind (*rd stays NULL when dir does not exist). */
+int tupe_rundir_claim(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
+                      tupe_err *e);
+/* Start writing the run: take dir if tupe_rundir_claim did not (creating it), remove the
+ * done marker, and open metrics.jsonl: empty for a new run (resume_step < 0), else cut after
+ * the lines of resume_step; and its TensorBoard copy: in `tensorboard`, NULL for
+ * dir/tensorboard, none with no_tensorboard. */
+int tupe_rundir_begin(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
                       int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e);
 /* One metrics line, a JSON object starting {"step":N, without its newline: appended to
  * metrics.jsonl and the event file, both flushed at once. NULL rd: nothing (the other ranks). */
 void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...) TUPE_PRINTF(2, 3);
-/* Close both; 0, or the first error writing either. NULL is accepted. */
+/* Close both and release the lock; 0, or the first error writing either. NULL is accepted. */
 int tupe_rundir_end(tupe_rundir *rd, tupe_err *e);
 
 /* ---- checkpoints/step-NNNNNNNN/ ----------------------------------------------------------- */

@@ -70,6 +70,36 @@ int tupe_inspect_check_vocab(const tupe_inspect *in, uint32_t size, uint64_t has
     return rc;
 }
 
+/* Nothing non-finite is drawn: a NaN or infinity in a tensor would give a picture with made-up
+ * colour limits, so it is an error that names the tensor and the first bad element. */
+static int check_finite(const tupe_inspect *in, const char *name, const float *v, size_t n,
+                        tupe_err *e)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tupe_fail_tensor(e, TUPE_EDATA, in->path, name, "element %zu is %s: nothing "
+                                    "non-finite can be drawn (a diverged training?)", i,
+                                    isnan(v[i]) ? "NaN" : v[i] > 0 ? "+inf" : "-inf");
+    return 0;
+}
+
+/* The first parameter with a non-finite value, as an error (0 when all are finite). */
+static int check_params(tupe_inspect *in, tupe_err *e)
+{
+    const tupe_layout *lay = tupe_model_layout(in->m);
+    int rc = 0;
+    for (size_t k = 0; k < lay->count && !rc; k++) {
+        const tupe_param *p = &lay->t[k];
+        float *f = malloc(p->numel * sizeof *f);
+        if (!f)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        if (!(rc = tupe_model_get(in->m, p->name, f, p->numel, e)))
+            rc = check_finite(in, p->name, f, p->numel, e);
+        free(f);
+    }
+    return rc;
+}
+
 int tupe_inspect_tensor(tupe_inspect *in, const char *name, double **out, size_t *n, tupe_err *e)
 {
     *out = NULL;
@@ -83,6 +113,8 @@ int tupe_inspect_tensor(tupe_inspect *in, const char *name, double **out, size_t
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
     int rc = tupe_model_get(in->m, name, f, p->numel, e);
+    if (!rc)
+        rc = check_finite(in, name, f, p->numel, e);
     for (size_t i = 0; !rc && i < p->numel; i++)
         d[i] = f[i];
     free(f);
@@ -110,6 +142,13 @@ int tupe_inspect_attn(tupe_inspect *in, const int32_t *ids, int len, float *prob
     size_t per = (size_t)in->cfg.num_heads * (size_t)len * (size_t)len;
     for (int l = 0; !rc && l < in->cfg.num_layers; l++)
         rc = tupe_model_probe(in->m, TUPE_PROBE_ATTN_PROBS, l, probs + (size_t)l * per, per, e);
+    for (size_t i = 0; !rc && i < per * (size_t)in->cfg.num_layers; i++)
+        if (!isfinite(probs[i])) {
+            /* name the parameter it comes from, else the layer */
+            if (!(rc = check_params(in, e)))
+                rc = tupe_fail(e, TUPE_EDATA, "%s: layer %zu: the attention probabilities are "
+                               "not finite: nothing non-finite can be drawn", in->path, i / per);
+        }
     return rc;
 }
 

@@ -36,12 +36,14 @@ int tupe_inspect_check_vocab(const tupe_inspect *in, uint32_t size, uint64_t has
                              const char *what, tupe_err *e);
 
 /* A parameter (a name of the model contract) as a malloc'd array of its numel doubles;
- * *n (when not NULL) receives numel. */
+ * *n (when not NULL) receives numel. A NaN or infinity in it is TUPE_EDATA naming the tensor:
+ * nothing non-finite is drawn. */
 int tupe_inspect_tensor(tupe_inspect *in, const char *name, double **out, size_t *n, tupe_err *e);
 
 /* One forward pass over ids[0..len) (len <= the `seq` given at open; token types 0) and the
  * attention probabilities of every layer: probs[L, H, len, len], row = query, in the layout
- * Hugging Face returns with output_attentions=True (what bertviz reads). */
+ * Hugging Face returns with output_attentions=True (what bertviz reads). Probabilities that
+ * are not finite are TUPE_EDATA naming the parameter they come from (or the layer). */
 int tupe_inspect_attn(tupe_inspect *in, const int32_t *ids, int len, float *probs, tupe_err *e);
 
 /* y[r] = W x[r] + b for rows r < rows: x [rows, nin], W [nout, nin] (PyTorch's layout),

@@ -9,6 +9,7 @@
 #include "data/shard.h"
 #include "data/shardread.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 
 struct tupe_textenc {
     tupe_vocab *v;
@@ -81,11 +82,24 @@ void tupe_textenc_free(tupe_textenc *t)
 
 const tupe_vocab *tupe_textenc_vocab(const tupe_textenc *t) { return t->v; }
 
+/* Text that is not UTF-8 is refused, as tupe-tokenize refuses it: "name: byte N: ..." with N
+ * counted from `at`, the text's offset in its file. */
+static int check_utf8(const char *name, uint64_t at, const char *text, size_t len, tupe_err *e)
+{
+    size_t bad = tupe_utf8_first_bad(text, len);
+    if (bad == len)
+        return 0;
+    return tupe_fail_byte(e, TUPE_EDATA, name, at + bad, "invalid UTF-8");
+}
+
 int tupe_seqs_add_text(tupe_seqs *s, tupe_textenc *t, const char *text, size_t len, int max_len,
                        tupe_err *e)
 {
     if (max_len < 2)
         return tupe_fail(e, TUPE_EUSAGE, "sequences of %d ids cannot hold [CLS] and [SEP]", max_len);
+    int rc = check_utf8("the text", 0, text, len, e);
+    if (rc)
+        return rc;
     t->ctx->n = 0;
     size_t bad;
     if (tupe_tokenizer_encode(t->tok, t->ctx, text, len, &bad) == -2)
@@ -98,7 +112,7 @@ int tupe_seqs_add_text(tupe_seqs *s, tupe_textenc *t, const char *text, size_t l
     for (size_t i = 0; i < keep; i++)
         ids[i + 1] = (int32_t)t->ctx->ids[i];
     ids[keep + 1] = t->sep;
-    int rc = push(s, ids, keep + 2, e);
+    rc = push(s, ids, keep + 2, e);
     free(ids);
     if (!rc && keep < n)
         s->truncated++;
@@ -112,10 +126,16 @@ int tupe_seqs_add_lines(tupe_seqs *s, tupe_textenc *t, const char *path, int max
     int rc = tupe_in_open(&in, path, e);
     if (rc)
         return rc;
+    tupe_in_max_line(in, 16 << 20); /* sentences */
     char *line;
     size_t len;
     int got;
+    uint64_t at = 0;
     while ((max_seqs == 0 || s->n < max_seqs) && (got = tupe_in_getline(in, &line, &len, e)) == 1) {
+        uint64_t line_at = at;
+        at = tupe_in_offset(in);
+        if ((rc = check_utf8(path, line_at, line, len, e)))
+            break;
         size_t k = 0;
         while (k < len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r'))
             k++;

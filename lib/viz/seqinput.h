@@ -29,7 +29,8 @@ void tupe_textenc_free(tupe_textenc *t);
 const tupe_vocab *tupe_textenc_vocab(const tupe_textenc *t);
 
 /* One sentence as one sequence: [CLS] tokens [SEP], at most max_len ids (longer text loses its
- * last tokens; [SEP] stays). Bytes that are not UTF-8 become U+FFFD. */
+ * last tokens; [SEP] stays). Text that is not UTF-8 is TUPE_EDATA ("the text: byte N: invalid
+ * UTF-8"; a file's name and offset for tupe_seqs_add_lines), as in every program. */
 int tupe_seqs_add_text(tupe_seqs *s, tupe_textenc *t, const char *text, size_t len, int max_len,
                        tupe_err *e);
 /* Every line of a file ('-': standard input) that is not blank, one sequence each, until

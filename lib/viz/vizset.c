@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "base/fileio.h"
+#include "base/outdir.h"
 #include "formats/npy.h"
 #include "viz/colormap.h"
 #include "viz/heatmap.h"
@@ -41,13 +42,15 @@ int tupe_vizset_new(tupe_vizset **out, const tupe_vizopts *o, int nfigures, tupe
                              "a directory (or choose one view)", o->out, nfigures);
         file_fmt = ext ? ext : o->format ? o->format : TUPE_VIZ_PNG;
     }
+    /* Figures are added to a directory: a new one, one of figures, or one of the user's,
+     * never one of another kind (a checkpoint, a run). */
     if (o->out && !file_fmt) {
-        int rc = tupe_mkdir_p(o->out, e);
+        int rc = tupe_outdir_into(o->out, TUPE_FIGURES_KIND, e);
         if (rc)
             return rc;
     }
     if (o->npy_dir) {
-        int rc = tupe_mkdir_p(o->npy_dir, e);
+        int rc = tupe_outdir_into(o->npy_dir, TUPE_FIGURES_KIND, e);
         if (rc)
             return rc;
     }
@@ -168,6 +171,12 @@ static int write_npy(tupe_vizset *s, const char *name, const char *descr, int nd
 
 int tupe_vizset_draw(tupe_vizset *s, const tupe_view *v, tupe_err *e)
 {
+    /* NaN marks a cell without data (drawn grey); an infinity has no colour to be drawn in. */
+    size_t total = (size_t)v->npanels * v->rows * v->cols;
+    for (size_t i = 0; i < total; i++)
+        if (isinf(v->data[i]))
+            return tupe_fail(e, TUPE_EDATA, "%s: panel %zu holds an infinite value: nothing "
+                             "non-finite can be drawn", v->name, i / ((size_t)v->rows * v->cols));
     tupe_panel *pn = calloc((size_t)v->npanels, sizeof *pn);
     json_t *fig = json_object(), *files = json_array(), *titles = json_array();
     if (!pn || !fig || !files || !titles) {

@@ -6,7 +6,8 @@
  *
  * Colour limits: a signed view (coolwarm) gets limits symmetric about 0, +-max|v|; a
  * non-negative view (viridis: probabilities) gets [0, max]. One pair for the whole figure
- * (panels comparable), or one per panel. NaN cells are ignored (and drawn grey). */
+ * (panels comparable), or one per panel. NaN cells (no data) are ignored and drawn grey; an
+ * infinite value is an error (TUPE_EDATA naming the view). */
 #ifndef TUPE_VIZSET_H
 #define TUPE_VIZSET_H
 
@@ -31,6 +32,9 @@ typedef struct tupe_view {
 } tupe_view;
 
 enum { TUPE_VIZ_DEFAULT = 0, TUPE_VIZ_PNG = 1, TUPE_VIZ_SVG = 2, TUPE_VIZ_BOTH = 3 };
+
+/* What a directory of figures (and of their .npy arrays) says in its .tupe-kind (base/outdir.h). */
+#define TUPE_FIGURES_KIND "figures directory"
 
 typedef struct tupe_vizopts {
     /* A directory for the figures (created if needed; files DIR/<name>.png, .svg), or one

@@ -241,7 +241,7 @@ verdict "a missing input: exit 66"
 
 mkdir -p $T/precious && echo keep >$T/precious/notes.txt
 run $C export --to hf $F/bert-a -o $T/precious --vocab $F/vocab.txt
-[ $rc = 73 ] && has $T/err "precious: exists and is not an output of this kind (no config.json); refusing to replace it" && [ "$(cat $T/precious/notes.txt)" = keep ]
+[ $rc = 73 ] && has $T/err "precious: exists and is not a Hugging Face model (it has no .tupe-kind" && [ "$(cat $T/precious/notes.txt)" = keep ]
 verdict "a directory of something else is never replaced (exit 73)"
 run $C import --from hf $F/hf-bert -o $T/precious
 [ $rc = 73 ] && [ "$(ls $T/precious)" = notes.txt ]

@@ -3,7 +3,7 @@
 # stream it writes, decode and info, BPE vocabularies, training options, and every bad input
 # the issue lists (each with a clear message and its exit code).
 . "$(dirname "$0")/lib.sh"
-V=$TUPE_DATA/vocab/bert-base-uncased-vocab.txt
+V=$BERT_VOCAB
 TT=$TESTTOOL
 cd "$T" || exit 1
 enc() { tupe-tokenize encode -q --vocab "$V" "$@"; }
@@ -88,7 +88,7 @@ verdict "header: vocabulary size, 2-byte ids, hash of vocab.txt, special ids [PA
 python_free_hash=$(tupe-tokenize info --vocab "$V" | awk '$1 == "hash" {print $2}')
 [ "$python_free_hash" = "xxh3:$(od -An -t x8 -j 24 -N 8 ab.tok | tr -d ' ')" ]
 verdict "info: the vocabulary hash is the one in the stream header"
-zstd -dc "$TUPE_DATA/corpus/debian-104m.txt.zst" | head -c 3000000 >big.txt
+zstd -dc "$TUPE_SRC/share/tupe/sample/corpus.txt.zst" >big.txt
 enc --threads 1 big.txt -o t1.tok
 enc --threads 4 big.txt -o t4.tok
 cmp -s t1.tok t4.tok
@@ -229,7 +229,7 @@ done
 verdict "options that would do nothing in the combination given: usage errors"
 mkdir -p keep && echo data >keep/notes.txt
 run tupe-tokenize train -q --model bpe --merges 5 -o keep a.txt
-[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (no codes); refusing to replace it" &&
+[ $rc = 73 ] && has err "keep: exists and is not a BPE vocabulary (it has no .tupe-kind" &&
     [ "$(cat keep/notes.txt)" = data ]
 verdict "train --model bpe -o DIR: a directory that is not a BPE vocabulary is not replaced (it was deleted)"
 run tupe-tokenize train -q --model bpe --merges 5 -o bpe a.txt

@@ -14,7 +14,7 @@
 #include "model/checkpoint.h"
 
 enum { O_MODEL = 1, O_POSITION, O_TIE, O_VOCAB, O_LABELS, O_TYPES, O_SEED, O_OUT, O_STATE,
-       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL };
+       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL, O_NAN };
 
 static const tupe_opt init_opts[] = {
     {O_MODEL, "model", 0, TUPE_REQARG, "NAME", "preset or JSON configuration (default: tiny)", "file"},
@@ -25,12 +25,13 @@ static const tupe_opt init_opts[] = {
     {O_TYPES, "types", 0, TUPE_REQARG, "N", "type_vocab_size (default: the configuration's)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "values (default: 1)", NULL},
     {O_STATE, "train-state", 0, TUPE_REQARG, "JSON", "training state to store", NULL},
-    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "checkpoint directory", "dir"},
+    {O_NAN, "nan", 0, TUPE_REQARG, "TENSOR", "make the first element of TENSOR NaN", NULL},
+    {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "checkpoint directory", "out:dir"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt logits_opts[] = {
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the checkpoint", "dir"},
     {O_INPUT, "input", 0, TUPE_REQARG, "FILE", "safetensors with input.ids [B,T], input.lengths [B]\n(I32) and optionally input.types", "file"},
-    {O_OUT, "output", 'o', TUPE_REQARG, "FILE", "write \"logits\" here", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "FILE", "write \"logits\" here", "out:file"},
     {O_EXPECT, "expect", 0, TUPE_REQARG, "FILE", "compare with this file's \"logits\"", "file"},
     {O_TOL, "tol", 0, TUPE_REQARG, "X", "largest absolute difference allowed (default: 1e-4)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -58,6 +59,7 @@ static const tupe_prog prog = {"tupe-modeltool", "test helper for tupe-convert",
 typedef struct init_ctx {
     const tupe_config *c;
     uint64_t seed;
+    const char *nan;     /* a tensor whose first element is NaN, or NULL */
 } init_ctx;
 
 /* The BERT initialization, then noise on every tensor. */
@@ -69,11 +71,13 @@ static int perturb(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
     tupe_rng_init(&r, tupe_seed_from(p->name, x->seed), 0, 0, 0);
     for (size_t i = 0; i < p->numel; i++)
         dst[i] += (float)(0.05 * tupe_rng_normal(&r));
+    if (x->nan && strcmp(x->nan, p->name) == 0)
+        dst[0] = NAN;
     return 0;
 }
 
 static int do_init(tupe_cli *c, const char *model, int position, int tie, long vocab, long labels,
-                   long types, uint64_t seed, const char *state, const char *out)
+                   long types, uint64_t seed, const char *state, const char *nan, const char *out)
 {
     tupe_err e;
     tupe_config cfg;
@@ -87,7 +91,7 @@ static int do_init(tupe_cli *c, const char *model, int position, int tie, long v
     if (types >= 0)
         cfg.type_vocab_size = (int)types;
     tupe_model *m;
-    init_ctx x = {&cfg, seed};
+    init_ctx x = {&cfg, seed, nan};
     if (tupe_import_build(&m, &cfg, seed, perturb, &x, &e))
         return tupe_cli_error(c, &e);
     int rc = tupe_ckpt_save(out, m, NULL, state, &e) ? tupe_cli_error(c, &e) : 0;
@@ -258,7 +262,7 @@ static int do_diff(tupe_cli *c, double rtol)
 }
 
 typedef struct args {
-    const char *model, *out, *state, *ckpt, *input, *expect;
+    const char *model, *out, *state, *ckpt, *input, *expect, *nan;
     int position, tie;
     long vocab, labels, types;
     uint64_t seed;
@@ -269,7 +273,7 @@ static int run_init(tupe_cli *c, void *opts)
 {
     const args *a = opts;
     return a->out ? do_init(c, a->model, a->position, a->tie, a->vocab, a->labels, a->types, a->seed,
-                            a->state, a->out)
+                            a->state, a->nan, a->out)
                   : tupe_cli_usage(c, "--output is required");
 }
 
@@ -301,6 +305,7 @@ int main(int argc, char **argv)
         case O_TYPES: rc = tupe_cli_long(&c, arg, 0, 1 << 16, &a.types); break;
         case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &a.seed); break;
         case O_STATE: a.state = arg; break;
+        case O_NAN: a.nan = arg; break;
         case O_OUT: a.out = arg; break;
         case O_CKPT: a.ckpt = arg; break;
         case O_INPUT: a.input = arg; break;

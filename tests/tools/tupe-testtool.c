@@ -18,12 +18,12 @@
 enum { O_OUT = 1, O_VOCAB, O_HASH, O_MODE, O_SIZE, O_COUNT };
 
 static const tupe_opt write_opts[] = {
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write the token stream here (default: -)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write the token stream here (default: -)", "out:file"},
     {O_VOCAB, "vocab-size", 0, TUPE_REQARG, "N", "vocabulary size (default: 30522)", NULL},
     {O_HASH, "vocab-hash", 0, TUPE_REQARG, "HEX", "vocabulary hash (default: 0)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt cat_opts[] = {
-    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write ids here (default: -)", "file"},
+    {O_OUT, "output", 'o', TUPE_REQARG, "PATH", "write ids here (default: -)", "out:file"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt progress_opts[] = {
     {O_MODE, "mode", 0, TUPE_REQARG, "MODE", "unit of the counter: bytes|items", "list:bytes items"},

@@ -223,7 +223,7 @@ static void write_dir(const char *path, const char *content)
 {
     tupe_dirtx *tx;
     tupe_err e;
-    if (tupe_dirtx_begin(&tx, path, &e))
+    if (tupe_dirtx_begin(&tx, path, "test directory", &e))
         _exit(3);
     tupe_write_file(tupe_dirtx_file(tx, "a"), content, strlen(content), &e);
     tupe_write_file(tupe_dirtx_file(tx, "b"), content, strlen(content), &e);
@@ -258,16 +258,25 @@ static void directory_commit_is_atomic(void)
     s = unit_slurp(path, &n);
     CHECK_STR(s, "second");
     free(s);
-    /* A replacement leaves exactly the directory (plus temporaries of killed runs). */
+    /* A replacement leaves exactly the directory: its two files and its kind. */
     write_dir(dir, "third");
     s = unit_slurp(path, &n);
     CHECK_STR(s, "third");
     free(s);
-    CHECK_INT(count_entries(dir), 2);
+    CHECK_INT(count_entries(dir), 3);
+    snprintf(path, sizeof path, "%s/.tupe-kind", dir);
+    s = unit_slurp(path, &n);
+    CHECK_STR(s, "test directory\n");
+    free(s);
+    /* Another kind of directory is not replaced. */
+    tupe_dirtx *other;
+    tupe_err oe;
+    CHECK_INT(tupe_dirtx_begin(&other, dir, "shard directory", &oe), TUPE_ECANTCREAT);
+    CHECK_HAS(oe.msg, "is a test directory");
     /* Abort removes everything it wrote. */
     tupe_dirtx *tx;
     tupe_err e;
-    CHECK_INT(tupe_dirtx_begin(&tx, dir, &e), 0);
+    CHECK_INT(tupe_dirtx_begin(&tx, dir, "test directory", &e), 0);
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", tupe_dirtx_tmp(tx));
     tupe_write_file(tupe_dirtx_file(tx, "x"), "x", 1, &e);
@@ -276,7 +285,7 @@ static void directory_commit_is_atomic(void)
     /* A file in the way is an error, not a silent replacement. */
     const char *f = unit_path("plainfile");
     unit_write(f, "x", 1);
-    CHECK_INT(tupe_dirtx_begin(&tx, f, &e), TUPE_ECANTCREAT);
+    CHECK_INT(tupe_dirtx_begin(&tx, f, "test directory", &e), TUPE_ECANTCREAT);
     CHECK_HAS(e.msg, "exists and is not a directory");
 }
 

@@ -83,10 +83,13 @@ static size_t naive(const tupe_vocab *v, const char *w, size_t len, uint32_t *ou
 static void trie_equals_naive(void)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/vocab/bert-base-uncased-vocab.txt", unit_data());
+    snprintf(path, sizeof path, "%s/tests/data/bert-base-uncased-vocab.txt", unit_src());
     tupe_vocab *v;
     tupe_err e;
-    CHECK_INT(tupe_vocab_load(&v, path, &e), 0);
+    if (tupe_vocab_load(&v, path, &e) != 0) {
+        unit_fail(__FILE__, __LINE__, "%s", e.msg);
+        return;
+    }
     CHECK_INT(tupe_vocab_size(v), 30522);
     CHECK_INT(v->special[TUPE_SP_UNK], 100);
     CHECK_INT(v->special[TUPE_SP_CLS], 101);

@@ -9,6 +9,7 @@
 
 int unit_fails;
 const char *unit_prog = "unit";
+static char skip_reason[512];
 static char *tmpdir;
 static int tmp_serial;
 
@@ -74,6 +75,28 @@ const char *unit_data(void)
     return s && *s ? s : "../shared/data";
 }
 
+void unit_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(skip_reason, sizeof skip_reason, fmt, ap);
+    va_end(ap);
+    if (!skip_reason[0])
+        snprintf(skip_reason, sizeof skip_reason, "skipped");
+}
+
+const char *unit_need_data(const char *rel)
+{
+    static char buf[4][4096];
+    static int k;
+    char *p = buf[k++ & 3];
+    snprintf(p, 4096, "%s/%s", unit_data(), rel);
+    if (access(p, F_OK) == 0)
+        return p;
+    unit_skip("no %s (the full test data: README.md, Tests)", p);
+    return NULL;
+}
+
 char *unit_slurp(const char *path, size_t *len)
 {
     char *buf;
@@ -108,9 +131,13 @@ int unit_main(const unit_test *tests, int argc, char **argv)
         if (argc > 1 && !strstr(t->name, argv[1]))
             continue;
         unit_fails = 0;
+        skip_reason[0] = 0;
         tmp_serial++;
         t->fn();
-        printf("%s - %s: %s\n", unit_fails ? "not ok" : "ok", unit_prog, t->name);
+        if (skip_reason[0] && !unit_fails)
+            printf("ok - %s: %s # SKIP %s\n", unit_prog, t->name, skip_reason);
+        else
+            printf("%s - %s: %s\n", unit_fails ? "not ok" : "ok", unit_prog, t->name);
         fflush(stdout);
         failed += unit_fails > 0;
     }

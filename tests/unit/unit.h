@@ -1,5 +1,6 @@
-/* A small unit-test harness: one binary per test file, one "ok"/"not ok" line per test,
- * diagnostics as "#" lines. tests/run counts the lines and prints the summary. */
+/* A small unit-test harness: one binary per test file, one "ok"/"not ok" line per test (or
+ * "ok ... # SKIP reason" for one that cannot run here), diagnostics as "#" lines. tests/run
+ * counts the lines and prints the summary. */
 #ifndef TUPE_UNIT_H
 #define TUPE_UNIT_H
 
@@ -26,6 +27,11 @@ const char *unit_path(const char *name);
 /* Root of the source tree and the shared data directory (from the environment). */
 const char *unit_src(void);
 const char *unit_data(void);
+/* The path of REL in the shared data directory (static rotating buffers), or NULL when it is
+ * not there, after marking the current test skipped: `if (!(p = unit_need_data("glue"))) return;` */
+const char *unit_need_data(const char *rel);
+/* Marks the current test skipped for the reason given (it should return without checking). */
+void unit_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a whole file (test helper); exits the test binary on failure. */
 char *unit_slurp(const char *path, size_t *len);
 void unit_write(const char *path, const void *buf, size_t len);
