@@ -309,7 +309,9 @@ fuzz: deps-check
 # shows that check-cuemu fails on each (tests/cuemu/mutants.sh).
 CUEMU_SRC   := $(filter-out %/nccl.cpp,$(sort $(wildcard $(TOP)/tests/cuemu/src/*.cpp)))
 CUEMU_TESTS := $(if $(CUEMU),$(B)/tests/cuemu-selftest $(B)/tests/cuemu-nccltest)
-CUEMU_B     := $(TOP)/build/cuemu
+# MPI as the plain build has it: the multi-rank parts run under mpirun too (skipped without).
+CUEMU_MPI   := $(HAVE_MPI)
+CUEMU_B     := $(TOP)/build/cuemu$(if $(filter 1,$(CUEMU_MPI)),-mpi)
 CUEMU_SAN_B := $(TOP)/build/cuemu-address-undefined
 # The two builds in parallel even under a plain `make check-cuemu` (a -j of the caller wins).
 CUEMU_J      = $(if $(filter -j% --jobserver%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
@@ -354,17 +356,18 @@ $(B)/tests/cuemu-nccltest: $(OBJ)/cuemu/nccltest.o $(CUEMU_LIB) $(CUEMU_NCCL)
 	$(Q)$(CXX) $(LDFLAGS) $< $(CUEMU_NCCL) $(CUDA_LIBS) -o $@
 
 check-cuemu: deps-check
-	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) all \
-	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest >/dev/null
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=$(CUEMU_MPI) SANITIZE= B=$(CUEMU_B) all \
+	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest $(CUEMU_B)/tests/tupe-modeltool \
+	  $(CUEMU_B)/tests/tupe-testtool >/dev/null
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
 	  $(CUEMU_SAN_B)/tests/tupe-parity $(CUEMU_SAN_B)/tests/cuemu-selftest >/dev/null
 	@TUPE_SRC=$(TOP) TUPE_DATA=$(TUPE_DATA) CUEMU_BUILD=$(CUEMU_B) CUEMU_SAN_BUILD=$(CUEMU_SAN_B) \
 	  $(TOP)/tests/cuemu/run.sh
 
 check-cuemu-mutants: deps-check
-	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) \
+	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=$(CUEMU_MPI) SANITIZE= B=$(CUEMU_B) \
 	  $(CUEMU_B)/tests/tupe-parity
-	@$(MAKE) --no-print-directory CUDA=emu MPI=0 SANITIZE= B=$(CUEMU_B) cuemu-mutants-run
+	@$(MAKE) --no-print-directory CUDA=emu MPI=$(CUEMU_MPI) SANITIZE= B=$(CUEMU_B) cuemu-mutants-run
 
 # (in the CUDA=emu configuration: the mutants are compiled and linked as its kernels are)
 cuemu-mutants-run:

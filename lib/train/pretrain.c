@@ -766,6 +766,12 @@ static void announce(const trainer *t)
         (unsigned long long)t->nseq, r->seq_len, o->batch, r->world, r->world > 1 ? "s" : "",
         t->per_rank / r->mb, t->per_rank / r->mb > 1 ? "es" : "", r->mb,
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
+    if (r->world > 1)
+        say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); gradients through %s in %d bucket%s, "
+            "optimizer state %s", tupe_comm_backend(r->comm), tupe_comm_launcher(r->comm),
+            tupe_comm_dev_path(r->comm), tupe_gradsync_buckets(t->gs),
+            tupe_gradsync_buckets(t->gs) > 1 ? "s" : "",
+            o->zero ? "sharded over the ranks (ZeRO-1)" : "whole on every rank");
     if (t->resume_from[0])
         say(r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", t->resume_from, (long long)t->st.step);
     else if (o->resume)
@@ -861,6 +867,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         if ((rc = tupe_gradsync_end(t->gs, i, e)))
             return rc;
     }
+    /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
+     * dead ranks) */
+    tupe_fault_point("trainer.step");
     /* the micro-batches' losses: each from one rank, then added by the gradient's tree */
     if ((rc = tupe_gradsync_finish(t->gs, norm, e)) ||
         (rc = tupe_comm_allreduce_f64(r->comm, t->mloss, (size_t)n, e)))

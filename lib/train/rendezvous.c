@@ -91,7 +91,13 @@ static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *
     char *p = buf;
     double last = tupe_now();
     while (n > 0) {
-        if (z) {
+        struct pollfd pf = {fd, (short)(out ? POLLOUT : POLLIN), 0};
+        int r = poll(&pf, 1, 100);
+        if (r < 0 && errno != EINTR)
+            return tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: poll");
+        /* a failure ends only a wait: what a rank sent before it failed is still read (so that
+         * every rank reaches the same conclusion of a collective, e.g. tupe_comm_agree's) */
+        if (r <= 0 && z) {
             pthread_mutex_lock(&z->mu);
             int failed = z->failed;
             char why[TEXT_MAX];
@@ -100,10 +106,6 @@ static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *
             if (failed)
                 return tupe_fail(e, TUPE_EFAIL, "%s", why);
         }
-        struct pollfd pf = {fd, (short)(out ? POLLOUT : POLLIN), 0};
-        int r = poll(&pf, 1, 100);
-        if (r < 0 && errno != EINTR)
-            return tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: poll");
         if (r <= 0) {
             double t = z ? z->timeout : 30;
             if (tupe_now() - last > t) {

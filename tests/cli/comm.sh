@@ -9,15 +9,37 @@ verdict "a process without a launcher is a world of one"
 # With MPI, MPI itself finds a world of one; without, the build says it has no MPI.
 run env ASAN_OPTIONS="$MPI_ASAN_OPTIONS" WORLD_SIZE=2 RANK=0 $P
 if built_with mpi; then
-    why="start CPU ranks with mpirun or srun"
+    why="but MPI sees 1; start the ranks with mpirun or srun, or give them a rendezvous (MASTER_ADDR and MASTER_PORT, or TUPE_RENDEZVOUS_FILE)"
 else
-    why="this build has no MPI; rebuild with MPI=1"
+    why="this build has no MPI: give the ranks a rendezvous instead (MASTER_ADDR and MASTER_PORT, or TUPE_RENDEZVOUS_FILE)"
 fi
 [ $rc = 2 ] && has $T/err "$why"
-verdict "WORLD_SIZE without a launcher: a clear usage error"
+verdict "WORLD_SIZE without a launcher or a rendezvous: a clear usage error"
 run env WORLD_SIZE=2 RANK=5 $P
 [ $rc = 2 ] && has $T/err "inconsistent rank environment"
 verdict "a rank outside the world is refused"
+# Without MPI: a for loop of ranks meeting at MASTER_ADDR:MASTER_PORT or through a file.
+port=$((20000 + ($$ * 11 + RANDOM) % 30000))
+loop() { # N VAR=VALUE...: N ranks of tupe-commtest; rc: 0 when all succeeded
+    local n=$1 r pids=()
+    shift
+    for ((r = 0; r < n; r++)); do
+        env "$@" RANK=$r WORLD_SIZE=$n $P >$T/out.$r 2>$T/err.$r &
+        pids+=($!)
+    done
+    rc=0
+    for p in "${pids[@]}"; do wait $p || rc=1; done
+    cat $T/out.* >$T/out; cat $T/err.* >$T/err; rm -f $T/out.* $T/err.*
+}
+loop 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
+[ $rc = 0 ] && has $T/out "rank 0 of 2 (tcp, env): ok" && has $T/out "rank 1 of 2 (tcp, env): ok"
+verdict "2 ranks at MASTER_ADDR:MASTER_PORT: allreduce, reduce-scatter, allgather, bcast, max"
+loop 4 TUPE_RENDEZVOUS_FILE=$T/rdzv
+[ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 4 ] && [ ! -e $T/rdzv ]
+verdict "4 ranks through TUPE_RENDEZVOUS_FILE (removed at the end)"
+run env MASTER_ADDR=127.0.0.1 MASTER_PORT=99999 WORLD_SIZE=2 RANK=0 $P
+[ $rc = 2 ] && has $T/err "MASTER_PORT=99999 is not a port number"
+verdict "a MASTER_PORT that is no port: a usage error"
 if have_mpi; then
     mpi_run -np 2 $P
     [ $rc = 0 ] && has $T/out "rank 0 of 2 (mpi, mpirun): ok" && has $T/out "rank 1 of 2 (mpi, mpirun): ok"
