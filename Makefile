@@ -357,7 +357,7 @@ $(B)/tests/cuemu-nccltest: $(OBJ)/cuemu/nccltest.o $(CUEMU_LIB) $(CUEMU_NCCL)
 
 check-cuemu: deps-check
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=$(CUEMU_MPI) SANITIZE= B=$(CUEMU_B) all \
-	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest $(CUEMU_B)/tests/tupe-modeltool \
+	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest $(CUEMU_B)/tests/cuemu-nccltest \
 	  $(CUEMU_B)/tests/tupe-testtool >/dev/null
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
 	  $(CUEMU_SAN_B)/tests/tupe-parity $(CUEMU_SAN_B)/tests/cuemu-selftest >/dev/null

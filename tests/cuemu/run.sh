@@ -143,6 +143,135 @@ part_glue() {
     return $rc
 }
 
+# ---- data parallelism on emulated GPUs: NCCL (cuemu's), rendezvous and mpirun ---------------
+# A model of 2 layers (2 or 3 buckets of --bucket-mb 0.01), 4 steps of a batch of 8.
+ranks_setup() { # DIR
+    prepare "$1" || return 1
+    printf '{"position": "tupe-r", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 64, "max_position_embeddings": 64}\n' >"$1/m2.json"
+    RC=(-q --data "$1/shards" --model "$1/m2.json" --batch 8 --steps 4 --warmup 2 --lr 1e-3
+        --save-every 0 --eval-every 0 --eval-sequences 8 --log-every 1 --threads 1 --bucket-mb 0.01)
+    RPORT=$((20000 + ($$ * 13 + RANDOM) % 30000))
+}
+
+# for_ranks N OUT VAR=VALUE... -- ARGS...: N ranks started by a loop (RANK, WORLD_SIZE,
+# LOCAL_RANK; N emulated GPUs), the full log of rank 0 in OUT.log; fails when one fails.
+for_ranks() {
+    local n=$1 out=$2 r pids=() envs=() rc=0
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    for ((r = 0; r < n; r++)); do
+        env "${envs[@]}" CUEMU_DEVICES=$n RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n \
+            "$CB/bin/tupe-pretrain" train "${RC[@]/-q/-v}" -o "$out" "$@" >/dev/null 2>"$out.$r.log" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    mv "$out.0.log" "$out.log"
+    cat "$out".*.log "$out.log" | grep -E '^cuemu: |tupe-pretrain: .*(error|failed|disagree)'
+    rm -f "$out".*.log
+    return $rc
+}
+
+# same_weights A B WHAT: bit-identical weights at the last step, and the gradients through NCCL
+# in more than one bucket (B.log, when there is one).
+same_weights() {
+    local d
+    d=$("$CB/tests/tupe-testtool" st-diff "$1/checkpoints/step-00000004/model.safetensors" \
+        "$2/checkpoints/step-00000004/model.safetensors") || { echo "st-diff failed: $d"; return 1; }
+    if [ -e "$2.log" ] && ! grep -Eq 'gradients through nccl in [2-9] buckets' "$2.log"; then
+        echo "$3: not through NCCL in buckets:"; grep 'ranks meet' "$2.log"; return 1
+    fi
+    case $d in
+    "max_abs_diff 0 "*) echo "DETAIL $3: bit-identical"; return 0 ;;
+    *) echo "$3: $d (not bit-identical)"; return 1 ;;
+    esac
+}
+
+part_ranks() {
+    local d=$logs/ranks b=$CB/bin rc=0 w
+    ranks_setup "$d" || return 1
+    "$b/tupe-pretrain" train "${RC[@]}" -o "$d/cpu" --device cpu --micro-batch 4 || return 1
+    "$b/tupe-pretrain" train "${RC[@]}" -o "$d/one4" --device cuda --micro-batch 4 || return 1
+    "$b/tupe-pretrain" train "${RC[@]}" -o "$d/one2" --device cuda --micro-batch 2 || return 1
+    w=$("$CB/tests/tupe-testtool" st-diff "$d/cpu/checkpoints/step-00000004/model.safetensors" \
+        "$d/one4/checkpoints/step-00000004/model.safetensors" | awk '{ print $2 }')
+    # Adam's steps are about lr wherever a gradient is near zero, whatever its rounding: the
+    # weights' tolerance is a fraction of lr (1e-3), the losses' that of part pretrain
+    local l
+    l=$(reldiff '[a-z_]*loss' "$d/cpu/metrics.jsonl" "$d/one4/metrics.jsonl") || rc=1
+    echo "DETAIL one GPU within $w of the CPU's weights (tolerance 1e-3), losses within $l (1e-4)"
+    awk -v w="$w" -v l="$l" 'BEGIN { exit !(w <= 1e-3 && l <= 1e-4) }' || rc=1
+    local tcp=(MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120)
+    local file=(TUPE_RENDEZVOUS_FILE=$d/rdzv TUPE_COMM_TIMEOUT=120)
+    for_ranks 2 "$d/tcp2" "${tcp[@]}" -- --device cuda && same_weights "$d/one4" "$d/tcp2" "2 ranks, MASTER_ADDR, ZeRO-1" || rc=1
+    for_ranks 2 "$d/tcp2z0" "${tcp[@]}" -- --device cuda --zero 0 && same_weights "$d/one4" "$d/tcp2z0" "2 ranks, MASTER_ADDR, --zero 0" || rc=1
+    for_ranks 4 "$d/file4" "${file[@]}" -- --device cuda && same_weights "$d/one2" "$d/file4" "4 ranks, TUPE_RENDEZVOUS_FILE, ZeRO-1" || rc=1
+    for_ranks 4 "$d/file4z0" "${file[@]}" -- --device cuda --zero 0 && same_weights "$d/one2" "$d/file4z0" "4 ranks, file, --zero 0" || rc=1
+    for_ranks 2 "$d/mb2" "${file[@]}" -- --device cuda --micro-batch 2 && same_weights "$d/one2" "$d/mb2" "2 ranks x 2 micro-batches" || rc=1
+    for_ranks 2 "$d/lazy2" "${tcp[@]}" CUEMU_STREAMS=lazy -- --device cuda && same_weights "$d/one4" "$d/lazy2" "2 ranks, streams run only when waited for (CUEMU_STREAMS=lazy)" || rc=1
+    if [ -n "$(command -v mpirun)" ] && ldd "$b/tupe-pretrain" | grep -q 'libmpi'; then
+        local n mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+        for n in 2 4; do
+            local ref=$d/one4
+            [ $n = 4 ] && ref=$d/one2
+            "${mpi[@]}" -np $n -x CUEMU_DEVICES=$n -x CUEMU -x CUEMU_THREADS -x OMP_NUM_THREADS \
+                -x TUPE_PROGRESS_INTERVAL "$b/tupe-pretrain" train "${RC[@]/-q/-v}" -o "$d/mpi$n" \
+                --device cuda >/dev/null 2>"$d/mpi$n.log" &&
+                same_weights "$ref" "$d/mpi$n" "$n ranks, mpirun (NCCL id through MPI)" ||
+                { rc=1; grep -E '^cuemu: |error|fail' "$d/mpi$n.log" | head -5; }
+        done
+    else
+        echo "DETAIL mpirun parts skipped: no MPI in this build"
+    fi
+    return $rc
+}
+
+part_ranks_faults() {
+    local d=$logs/ranksf b=$CB/bin rc=0 t0 p0 p1 s0 s1
+    ranks_setup "$d" || return 1
+    local tcp=(MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT CUEMU_DEVICES=2 WORLD_SIZE=2)
+    "$b/tupe-pretrain" train "${RC[@]}" -o "$d/one4" --device cuda --micro-batch 4 || return 1
+    # rank 1 killed (SIGKILL) in the middle of step 3, after the checkpoint of step 2
+    t0=$(date +%s)
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=60 RANK=0 LOCAL_RANK=0 "$b/tupe-pretrain" train "${RC[@]}" \
+        -o "$d/kill" --device cuda --save-every 2 2>"$d/kill.0.log" &
+    p0=$!
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=60 RANK=1 LOCAL_RANK=1 TUPE_FAULT=trainer.step:3 \
+        "$b/tupe-pretrain" train "${RC[@]}" -o "$d/kill" --device cuda --save-every 2 2>"$d/kill.1.log" &
+    p1=$!
+    wait $p0; s0=$?
+    wait $p1; s1=$?
+    if [ $s0 = 1 ] && [ $s1 = 137 ] && grep -q 'rank 1 exited or was killed' "$d/kill.0.log" &&
+        [ -d "$d/kill/checkpoints/step-00000002" ] && [ ! -d "$d/kill/checkpoints/step-00000003" ]; then
+        echo "DETAIL rank 1 killed mid-step: rank 0 stopped in $(($(date +%s) - t0)) s naming it"
+    else
+        echo "rank 1 killed mid-step: rank 0 exit $s0, rank 1 exit $s1:"; cat "$d/kill.0.log"; rc=1
+    fi
+    for_ranks 2 "$d/kill" MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120 -- \
+        --device cuda --save-every 2 --resume &&
+        same_weights "$d/one4" "$d/kill" "--resume after the kill: the uninterrupted run's weights" || rc=1
+    # rank 1 stopped (SIGSTOP) while rank 0 waits in NCCL: the silence is named, NCCL aborted
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=4 RANK=0 LOCAL_RANK=0 "$b/tupe-pretrain" train "${RC[@]}" \
+        -o "$d/stop" --device cuda --steps 100000 2>"$d/stop.0.log" &
+    p0=$!
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=4 RANK=1 LOCAL_RANK=1 "$b/tupe-pretrain" train "${RC[@]}" \
+        -o "$d/stop" --device cuda --steps 100000 2>"$d/stop.1.log" &
+    p1=$!
+    for _ in $(seq 1 300); do [ -s "$d/stop/metrics.jsonl" ] && break; sleep 0.1; done
+    kill -STOP $p1
+    t0=$(date +%s)
+    wait $p0; s0=$?
+    kill -KILL $p1; kill -CONT $p1; wait $p1
+    local took=$(($(date +%s) - t0))
+    if [ $s0 = 1 ] && grep -q 'rank 1 stopped responding: not a word from it for 4 s' "$d/stop.0.log" && [ $took -lt 30 ]; then
+        echo "DETAIL rank 1 stopped: rank 0 stopped in $took s naming it (TUPE_COMM_TIMEOUT=4)"
+    else
+        echo "rank 1 stopped: rank 0 exit $s0 after $took s:"; tail -3 "$d/stop.0.log"; rc=1
+    fi
+    return $rc
+}
+
 part_guard() {
     local d=$logs/guard b=$CB/bin rc=0
     prepare "$d" || return 1
@@ -178,6 +307,9 @@ for dev in cuda cuda-bf16; do
 done
 PARTS+=(
     "pretrain|tupe-pretrain cuda vs cpu|part_pretrain"
+    "nccl|cuemu's NCCL, 2 to 4 processes|$CB/tests/cuemu-nccltest"
+    "ranks|2 and 4 ranks (rendezvous, mpirun) vs one GPU vs the CPU|part_ranks"
+    "ranks-faults|a rank killed mid-step, --resume; a rank stopped|part_ranks_faults"
     "glue|tupe-glue cuda vs cpu|part_glue"
 )
 if [ -n "$SB" ]; then
@@ -198,7 +330,8 @@ run_part() { # INDEX
     t0=$(date +%s%N)
     (
         export log X CB SB
-        export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard
+        export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard \
+            ranks_setup for_ranks same_weights part_ranks part_ranks_faults
         export logs
         bash -c "$cmd"
     ) >"$log" 2>&1
@@ -251,7 +384,7 @@ else
     for want in 1 0; do
         for i in "${sel[@]}"; do
             long=0
-            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain) ]] && long=1
+            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain|ranks) ]] && long=1
             [ $long = $want ] && order+=("$i")
         done
     done
