@@ -47,8 +47,12 @@ if have_mpi; then
     mpi_run -np 3 $P
     [ $rc = 0 ] && [ "$(grep -c ': ok' $T/out)" = 3 ]
     verdict "mpirun -np 3 (more ranks than cores)"
+    mpi_run -np 2 -x TUPE_COMM_WATCH=0 $P
+    [ $rc = 0 ] && [ "$(grep -c ': ok' $T/out)" = 2 ]
+    verdict "mpirun -np 2 with TUPE_COMM_WATCH=0 (no TCP watch)"
 else
     skip "mpirun -np 2: allreduce, reduce-scatter, allgather, bcast, max" "$NO_MPI"
     skip "mpirun -np 3 (more ranks than cores)" "$NO_MPI"
+    skip "mpirun -np 2 with TUPE_COMM_WATCH=0 (no TCP watch)" "$NO_MPI"
 fi
 exit $_failed

@@ -9,7 +9,7 @@ complete_words() { # complete_words WORD... ; the last word is the one being com
     MODE=$mode bash -c '
         [ "$MODE" = full ] && [ -r /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
         . "$1"; shift
-        complete -F _tupe_complete tupe-testtool
+        complete -F _tupe_complete tupe-testtool tupe-pretrain
         COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
         COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
         _tupe_complete
@@ -39,6 +39,9 @@ for mode in full plain; do
     out=$(complete_words tupe-testtool tok-write -)
     bash -c "grep -qx -- '--quiet' <<<'$out' && grep -qx -- '--threads=' <<<'$out' && ! grep -q completion-helper <<<'$out'"
     verdict "[$mode] common options are offered"
+    out=$(complete_words tupe-pretrain train --zero '')
+    [ "$out" = $'0\n1' ] && complete_words tupe-pretrain train --buck | grep -qx -- '--bucket-mb='
+    verdict "[$mode] tupe-pretrain's data-parallel options (--zero 0|1, --bucket-mb=)"
 done
 if command -v zsh >/dev/null 2>&1; then
     zsh -n "$TUPE_SRC/completions/_tupe"

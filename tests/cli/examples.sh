@@ -43,4 +43,38 @@ grep -qE '^\| \| \| \| \| \| \| [0-9]+\.[0-9]+ \| [0-9]+\.[0-9]+ \| \| [0-9.]+\*
 verdict "the table has the MRPC and RTE columns and the average of the two"
 run mkx -q "$@" run/glue/table.md
 check "a second make has nothing to redo" [ $rc = 0 ]
+
+# The data-parallel examples on CPU ranks: pretrain-ranks.sh (a loop of processes) and
+# pretrain-slurm.sbatch under a stand-in for srun and scontrol (tasks on this machine, with
+# Slurm's variables) end with the weights of one process computing the same micro-batches.
+mkdir -p $T/dp && cd $T/dp || exit 1
+small_world 4 200 1 tupe-r >/dev/null 2>&1
+dp=(--data $T/dp/shards --model $T/dp/m.json --batch 8 --steps 4 --warmup 1 --save-every 2
+    --eval-every 0 --threads 1 --device cpu -q)
+port=$((20000 + ($$ * 17 + RANDOM) % 30000))
+tupe-pretrain train "${dp[@]}" -o one --micro-batch 4
+run env MASTER_PORT=$port TUPE_COMM_TIMEOUT=30 $TUPE_SRC/share/tupe/examples/pretrain-ranks.sh 2 \
+    tupe-pretrain train "${dp[@]}" -o loop
+[ $rc = 0 ] && $TESTTOOL st-diff one/checkpoints/step-00000004/model.safetensors \
+    loop/checkpoints/step-00000004/model.safetensors | grep -q '^max_abs_diff 0 '
+verdict "pretrain-ranks.sh 2 tupe-pretrain ...: the weights of one process"
+mkdir -p fake
+cat >fake/scontrol <<'S'
+#!/bin/sh
+[ "$1 $2" = "show hostnames" ] && echo localhost
+S
+cat >fake/srun <<'S'
+#!/bin/bash
+while [[ $1 == --* ]]; do shift; done
+for ((r = 0; r < SLURM_NTASKS; r++)); do SLURM_PROCID=$r SLURM_LOCALID=$r "$@" & done
+rc=0; for ((r = 0; r < SLURM_NTASKS; r++)); do wait -n || rc=1; done; exit $rc
+S
+chmod +x fake/scontrol fake/srun
+run env PATH=$T/dp/fake:$PATH SLURM_JOB_NODELIST=node[01-02] SLURM_JOB_ID=4242 SLURM_NTASKS=2 \
+    SLURM_CPUS_PER_TASK=1 DEVICE=cpu DATA=$T/dp/shards OUT=slurm MODEL=$T/dp/m.json BATCH=8 STEPS=4 \
+    TUPE_COMM_TIMEOUT=30 bash $TUPE_SRC/share/tupe/examples/pretrain-slurm.sbatch --warmup 1 \
+    --save-every 2 --eval-every 0 --threads 1 -q
+[ $rc = 0 ] && $TESTTOOL st-diff one/checkpoints/step-00000004/model.safetensors \
+    slurm/checkpoints/step-00000004/model.safetensors | grep -q '^max_abs_diff 0 '
+verdict "pretrain-slurm.sbatch under a stand-in srun (2 tasks): the weights of one process"
 exit $_failed

@@ -41,9 +41,10 @@ ranks() {
     cp $T/err.0 $T/err
 }
 W() { echo $T/$1/checkpoints/step-0000000${2:-6}/model.safetensors; }
-same() { # RUN RUN: bit-identical weights
+same() { # RUN RUN: bit-identical weights, and the same optimizer state in the checkpoints
     run $TESTTOOL st-diff "$(W $1 ${3:-})" "$(W $2 ${3:-})"
-    has $T/out "max_abs_diff 0 "
+    has $T/out "max_abs_diff 0 " && cmp "$(dirname "$(W $1 ${3:-})")/optimizer.safetensors" \
+        "$(dirname "$(W $2 ${3:-})")/optimizer.safetensors" >>$T/out
 }
 
 run $P train "${common[@]}" -o one4 --micro-batch 4

@@ -173,15 +173,18 @@ for_ranks() {
     return $rc
 }
 
-# same_weights A B WHAT: bit-identical weights at the last step, and the gradients through NCCL
-# in more than one bucket (B.log, when there is one).
+# same_weights A B WHAT [PATH]: bit-identical weights at the last step, the same optimizer state in the
+# checkpoints, and the gradients through NCCL
+# (or PATH) in more than one bucket (B.log, when there is one).
 same_weights() {
     local d
     d=$("$CB/tests/tupe-testtool" st-diff "$1/checkpoints/step-00000004/model.safetensors" \
         "$2/checkpoints/step-00000004/model.safetensors") || { echo "st-diff failed: $d"; return 1; }
-    if [ -e "$2.log" ] && ! grep -Eq 'gradients through nccl in [2-9] buckets' "$2.log"; then
-        echo "$3: not through NCCL in buckets:"; grep 'ranks meet' "$2.log"; return 1
+    if [ -e "$2.log" ] && ! grep -Eq "gradients through ${4:-nccl} in [2-9] buckets" "$2.log"; then
+        echo "$3: not through ${4:-nccl} in buckets:"; grep 'ranks meet' "$2.log"; return 1
     fi
+    cmp "$1/checkpoints/step-00000004/optimizer.safetensors" \
+        "$2/checkpoints/step-00000004/optimizer.safetensors" || return 1
     case $d in
     "max_abs_diff 0 "*) echo "DETAIL $3: bit-identical"; return 0 ;;
     *) echo "$3: $d (not bit-identical)"; return 1 ;;
@@ -209,6 +212,7 @@ part_ranks() {
     for_ranks 4 "$d/file4" "${file[@]}" -- --device cuda && same_weights "$d/one2" "$d/file4" "4 ranks, TUPE_RENDEZVOUS_FILE, ZeRO-1" || rc=1
     for_ranks 4 "$d/file4z0" "${file[@]}" -- --device cuda --zero 0 && same_weights "$d/one2" "$d/file4z0" "4 ranks, file, --zero 0" || rc=1
     for_ranks 2 "$d/mb2" "${file[@]}" -- --device cuda --micro-batch 2 && same_weights "$d/one2" "$d/mb2" "2 ranks x 2 micro-batches" || rc=1
+    for_ranks 2 "$d/host2" "${tcp[@]}" TUPE_NCCL=0 -- --device cuda && same_weights "$d/one4" "$d/host2" "2 ranks, TUPE_NCCL=0 (host copies)" host || rc=1
     for_ranks 2 "$d/lazy2" "${tcp[@]}" CUEMU_STREAMS=lazy -- --device cuda && same_weights "$d/one4" "$d/lazy2" "2 ranks, streams run only when waited for (CUEMU_STREAMS=lazy)" || rc=1
     if [ -n "$(command -v mpirun)" ] && ldd "$b/tupe-pretrain" | grep -q 'libmpi'; then
         local n mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
