@@ -131,7 +131,7 @@ ifeq ($(CUEMU),1)
   NVFLAGS    := $(OPT) -I$(TOP)/lib -I$(TOP)/kernels -DTUPE_HAVE_NCCL=1 -Wall $(SANFLAGS)
 else ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  # NCCL is opened at run time when TUPE_NCCL=1 asks for it (kernels/backend_cuda.cu).
+  # NCCL is opened at run time, when ranks on GPUs first need it (kernels/backend_cuda.cu).
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl -lstdc++
   LDLIBS   += $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
   NVFLAGS  := -std=c++17 -O2 -g -I$(TOP)/lib -I$(TOP)/kernels --expt-relaxed-constexpr \
@@ -358,6 +358,7 @@ $(B)/tests/cuemu-nccltest: $(OBJ)/cuemu/nccltest.o $(CUEMU_LIB) $(CUEMU_NCCL)
 check-cuemu: deps-check
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=$(CUEMU_MPI) SANITIZE= B=$(CUEMU_B) all \
 	  $(CUEMU_B)/tests/tupe-parity $(CUEMU_B)/tests/cuemu-selftest $(CUEMU_B)/tests/cuemu-nccltest \
+	  $(CUEMU_B)/tests/tupe-commtest \
 	  $(CUEMU_B)/tests/tupe-testtool >/dev/null
 	@$(MAKE) $(CUEMU_J) --no-print-directory CUDA=emu MPI=0 SANITIZE=address,undefined B=$(CUEMU_SAN_B) \
 	  $(CUEMU_SAN_B)/tests/tupe-parity $(CUEMU_SAN_B)/tests/cuemu-selftest >/dev/null

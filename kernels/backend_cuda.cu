@@ -28,7 +28,7 @@
 #include <cub/cub.cuh>
 #include <dlfcn.h>
 #include <pthread.h>
-/* NCCL is optional: with its header, the library is opened when TUPE_NCCL=1 first needs it. */
+/* NCCL is optional: with its header, the library is opened when ranks on GPUs first need it. */
 #ifndef TUPE_HAVE_NCCL
 #if __has_include(<nccl.h>)
 #define TUPE_HAVE_NCCL 1

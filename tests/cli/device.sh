@@ -105,6 +105,6 @@ verdict "tupe-glue train: --precision bf16 on the CPU is a usage error"
 if [ $cuda_build = 1 ]; then
     ldd $P >$T/out 2>&1
     lacks $T/out libnccl && has $T/out libcublasLt
-    verdict "the CUDA build does not link NCCL (opened only when TUPE_NCCL=1 asks for it)"
+    verdict "the CUDA build does not link NCCL (opened at run time, when ranks on GPUs need it)"
 fi
 exit $_failed

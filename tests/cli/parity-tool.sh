@@ -35,4 +35,16 @@ verdict "curve: the loss of AdamW steps on both backends"
 run $X ops --ref cpu --dev nope
 [ $rc = 2 ] && has $T/err "--dev nope"
 verdict "an unknown backend is a setup error (exit 2)"
+
+# The rest of tests/gpu/run.sh that runs without a GPU: it parses, and the 16-GPU projection
+# from given numbers (README.md, "Projecting 16 GPUs").
+G=$TUPE_SRC/tests/gpu/run.sh
+run bash -n $G
+check "tests/gpu/run.sh parses" [ $rc = 0 ]
+run $G --project 300 50 0.5
+[ $rc = 0 ] && has $T/out "projection: 1e+06 steps on 16 GPUs: compute 300.0 ms + communication 8.2 ms (412 MB per rank per step at 50 GB/s bus bandwidth), 50% of it hidden = 304.1 ms/step, 3.5 days"
+verdict "tests/gpu/run.sh --project: the 16-GPU projection from a step time, a bus bandwidth and a hidden share"
+run $TUPE_BUILD/tests/tupe-commtest gpu-bench
+[ $rc != 0 ] && [ -s $T/err ]
+verdict "tupe-commtest gpu-bench without GPUs: an error, not a measure"
 exit $_failed

@@ -214,6 +214,16 @@ part_ranks() {
     for_ranks 2 "$d/mb2" "${file[@]}" -- --device cuda --micro-batch 2 && same_weights "$d/one2" "$d/mb2" "2 ranks x 2 micro-batches" || rc=1
     for_ranks 2 "$d/host2" "${tcp[@]}" TUPE_NCCL=0 -- --device cuda && same_weights "$d/one4" "$d/host2" "2 ranks, TUPE_NCCL=0 (host copies)" host || rc=1
     for_ranks 2 "$d/lazy2" "${tcp[@]}" CUEMU_STREAMS=lazy -- --device cuda && same_weights "$d/one4" "$d/lazy2" "2 ranks, streams run only when waited for (CUEMU_STREAMS=lazy)" || rc=1
+    # tests/gpu/run.sh's measure of NCCL's bandwidth runs (its numbers mean nothing here)
+    local r pids=()
+    for r in 0 1; do
+        env TUPE_RENDEZVOUS_FILE=$d/rdzv-bench WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r CUEMU_DEVICES=2 \
+            "$CB/tests/tupe-commtest" gpu-bench 1 2 >"$d/bench.$r" &
+        pids+=($!)
+    done
+    wait "${pids[0]}" && wait "${pids[1]}" && grep -q '^ALLREDUCE ranks=2 bytes=1048576 ' "$d/bench.0" &&
+        grep -q '^GRADPATH ranks=2 ' "$d/bench.0" && echo "DETAIL tupe-commtest gpu-bench runs" ||
+        { echo "tupe-commtest gpu-bench failed"; cat "$d/bench.0"; rc=1; }
     if [ -n "$(command -v mpirun)" ] && ldd "$b/tupe-pretrain" | grep -q 'libmpi'; then
         local n mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
         for n in 2 4; do
@@ -248,7 +258,7 @@ part_ranks_faults() {
     wait $p1; s1=$?
     if [ $s0 = 1 ] && [ $s1 = 137 ] && grep -q 'rank 1 exited or was killed' "$d/kill.0.log" &&
         [ -d "$d/kill/checkpoints/step-00000002" ] && [ ! -d "$d/kill/checkpoints/step-00000003" ]; then
-        echo "DETAIL rank 1 killed mid-step: rank 0 stopped in $(($(date +%s) - t0)) s naming it"
+        echo "DETAIL rank 1 killed mid-step: rank 0 stopped naming it ($(($(date +%s) - t0)) s after both started)"
     else
         echo "rank 1 killed mid-step: rank 0 exit $s0, rank 1 exit $s1:"; cat "$d/kill.0.log"; rc=1
     fi

@@ -16,14 +16,44 @@
 #   bench    bert-base training step, seq 128 batch 64 and seq 512 batch 16, BERT-A and
 #            TUPE-R, bf16: tokens/s, MFU over --peak (989 TFLOP/s, H100 SXM / H200), the
 #            TUPE-R / BERT-A step-time ratio; the projection of 1M steps at batch 256 on 16 GPUs
-#   nccl     skipped with a note when one GPU: the opt-in NCCL all-reduce (TUPE_NCCL=1) needs
-#            two ranks on two GPUs; with several GPUs, 20 steps of tiny on 2 ranks with
-#            TUPE_NCCL=1 must give the loss of the MPI host path
+#   nccl     skipped with a note when one GPU (NCCL needs a GPU per rank); with several: 2 ranks
+#            started as a loop of processes (the rendezvous, no MPI), 10 steps of tiny in fp32,
+#            through NCCL (the default) and through host copies (TUPE_NCCL=0), both
+#            bit-identical to one process computing the same micro-batches; NCCL's bandwidth
+#            over all the GPUs (tupe-commtest gpu-bench: an all-reduce of 256 MiB, and the
+#            gradients' own path); the step time of bert-base (bf16, seq 128, 32 sequences per
+#            GPU) on 1 GPU and on all of them, whence the share of the communication hidden
+#            behind the backward pass; then the 16-GPU projection from these numbers
+#            (README.md, "Projecting 16 GPUs")
+#
+# `tests/gpu/run.sh --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]` prints
+# only the projection from numbers given (no GPU needed).
 #
 # Compact results on stdout (the lines that matter, FAIL lines first 40 per part); the full
 # output of every part in $OUT (the device tool's folder) or build/gpu-run. Exit status 0 when
 # every part passed or was skipped for a stated reason, 1 otherwise.
 set -u
+
+# The time of STEPS steps on RANKS GPUs (README.md, "Projecting 16 GPUs"): each step computes for
+# STEP_MS (the per-GPU batch on one GPU) and moves 2(W-1)/W of the gradients' PARAMS x BYTES
+# through every rank's link (a reduce-scatter of the gradients and an all-gather of the
+# parameters, ZeRO-1, or one all-reduce) at BUSBW_GBS; the share OVERLAP of that is hidden
+# behind the backward pass.
+project() { # STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]
+    awk -v ms="$1" -v bw="$2" -v o="$3" -v w="${4:-16}" -v p="${5:-110e6}" -v b="${6:-2}" \
+        -v steps="${7:-1e6}" 'BEGIN {
+        mb = 2 * (w - 1) / w * p * b / 1e6; comm = mb / (bw * 1e3) * 1e3; t = ms + comm * (1 - o)
+        printf "projection: %g steps on %d GPUs: compute %.1f ms + communication %.1f ms (%.0f MB " \
+               "per rank per step at %g GB/s bus bandwidth), %.0f%% of it hidden = %.1f ms/step, " \
+               "%.1f days\n", steps, w, ms, comm, mb, bw, o * 100, t, t * steps / 1e3 / 86400 }'
+}
+if [ "${1:-}" = --project ]; then
+    [ $# -ge 4 ] || { echo "usage: $0 --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]" >&2; exit 2; }
+    shift
+    project "$@"
+    exit
+fi
+
 cd "$(dirname "$0")/../.." || exit 1
 START=$(date +%s)
 TOTAL=${TUPE_GPU_BUDGET:-470}
@@ -225,40 +255,90 @@ for s in 128 512; do
             'BEGIN { printf "TUPE-R / BERT-A step time at seq %d: %.3f (goal <= 1.05)\n", s, r / a }'
     fi
 done
-if [ -n "${MS[tupe-r-512]:-}" ]; then
-    # 1M steps of batch 256 on 16 GPUs = 16 sequences of 512 per GPU per step, plus one
-    # all-reduce of the bf16 gradients (110M parameters); NCCL is not measured by this build,
-    # so its bus bandwidth is an assumption (TUPE_ASSUMED_BUSBW_GBS, default 100).
-    awk -v ms="${MS[tupe-r-512]}" -v bw="${TUPE_ASSUMED_BUSBW_GBS:-100}" 'BEGIN {
-        ar = 2 * 15 / 16 * 110e6 * 2 / (bw * 1e9) * 1e3
-        printf "projection: 1M steps, batch 256, 16 GPUs, TUPE-R seq 512: compute %.1f ms/step " \
-               "+ all-reduce %.1f ms (assumed %g GB/s bus bandwidth) = %.1f days\n",
-               ms, ar, bw, (ms + ar) * 1e6 / 1e3 / 86400 }'
-fi
 if [ $bench_ok = 1 ]; then note "bench: PASS (measured)"; else note "bench: FAIL (see $LOGS/bench.log)"; FAILED=1; fi
 
 # ---- nccl ------------------------------------------------------------------------------------
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "$ngpu" -ge 2 ] && command -v mpirun >/dev/null && "$B/bin/tupe-pretrain" --version | grep -q 'Built with:.*mpi'; then
+BUSBW="" OVERLAP=""
+# ranks N OUT ARGS...: N ranks of tupe-pretrain train as a loop of processes (the rendezvous)
+ranks() {
+    local n=$1 out=$2 r pids=() rc=0 port=$((29500 + RANDOM % 1000))
+    shift 2
+    for ((r = 0; r < n; r++)); do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r LOCAL_RANK=$r \
+            "$B/bin/tupe-pretrain" train "$@" -o "$out" 2>"$out.$r.log" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    return $rc
+}
+# the tokens/s of a run's last 5 logged steps
+tps() { grep -o '"tokens_per_s":[0-9.]*' "$1/metrics.jsonl" 2>/dev/null | tail -5 | cut -d: -f2 |
+        awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }'; }
+if [ "$ngpu" -ge 2 ]; then
     D=$LOGS/nccl-data
     rm -rf "$D"; mkdir -p "$D"
     awk 'BEGIN { srand(5); for (d = 0; d < 400; d++) { l = ""; for (i = 0; i < 40; i++) l = l (i ? " " : "") 5 + int(90 * rand() ^ 3); print l } }' >"$D/ids.txt"
     "$B/tests/tupe-testtool" tok-write --vocab-size 100 -o "$D/ids.tok" "$D/ids.txt"
     "$B/bin/tupe-shard" write -q -o "$D/shards" --seq-len 32 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --shards 2 "$D/ids.tok"
-    common=(--data "$D/shards" --model tiny --batch 8 --steps 20 --log-every 1 --eval-every 0 --save-every 0 --device cuda --precision fp32)
-    part nccl-host 120 mpirun --allow-run-as-root -np 2 "$B/bin/tupe-pretrain" train "${common[@]}" -o "$D/host"
-    part nccl-dev 120 mpirun --allow-run-as-root -np 2 -x TUPE_NCCL=1 "$B/bin/tupe-pretrain" train "${common[@]}" -o "$D/nccl"
-    a=$(grep -o '"loss":[0-9.e+-]*' "$D/host/metrics.jsonl" 2>/dev/null | tail -1)
-    b=$(grep -o '"loss":[0-9.e+-]*' "$D/nccl/metrics.jsonl" 2>/dev/null | tail -1)
-    echo "nccl: last loss host path $a, NCCL $b"
-    if [ "$prc" = 0 ] && [ -n "$a" ] && awk -v a="${a#*:}" -v b="${b#*:}" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }'; then
-        note "nccl: PASS (2 ranks, NCCL loss = host-path loss)"
+    common=(-v --data "$D/shards" --model tiny --batch 8 --steps 10 --log-every 1 --eval-every 0 --save-every 0
+            --device cuda --precision fp32 --bucket-mb 1)
+    nccl_ok=1
+    part nccl-one 60 "$B/bin/tupe-pretrain" train "${common[@]}" --micro-batch 4 -o "$D/one"
+    [ "$prc" = 0 ] || nccl_ok=0
+    for path in nccl host; do
+        nv=1
+        [ $path = host ] && nv=0
+        part nccl-$path 90 env TUPE_NCCL=$nv TUPE_COMM_TIMEOUT=60 bash -c "$(declare -f ranks); B=$B; ranks 2 $D/$path ${common[*]}"
+        d=$("$B/tests/tupe-testtool" st-diff "$D/one/checkpoints/step-00000010/model.safetensors" \
+            "$D/$path/checkpoints/step-00000010/model.safetensors" 2>&1)
+        echo "nccl: 2 ranks through $path vs one process: $d; $(grep -h 'ranks meet' "$D/$path.0.log")"
+        [ "$prc" = 0 ] && [[ $d == "max_abs_diff 0 "* ]] && grep -q "gradients through $path" "$D/$path.0.log" || nccl_ok=0
+    done
+    # NCCL's bandwidth over every GPU of this machine
+    part nccl-bench 90 bash -c "for ((r = 0; r < $ngpu; r++)); do MASTER_ADDR=127.0.0.1 MASTER_PORT=29499 \
+        WORLD_SIZE=$ngpu RANK=\$r LOCAL_RANK=\$r $B/tests/tupe-commtest gpu-bench 256 20 & done; wait"
+    grep -E '^(ALLREDUCE|GRADPATH)' "$LOGS/nccl-bench.log" || nccl_ok=0
+    BUSBW=$(sed -n 's/^GRADPATH .*busbw_GBs=\([0-9.]*\).*/\1/p' "$LOGS/nccl-bench.log")
+    # bert-base on 1 GPU and on all: what the communication adds to a step, against what it
+    # would take unhidden (the bf16 gradients at the bandwidth measured)
+    bb=(--model bert-base --position tupe-r --steps 15 --warmup 1 --log-every 1 --eval-every 0
+        --save-every 0 --device cuda --precision bf16)
+    awk 'BEGIN { srand(7); for (d = 0; d < 3000; d++) { l = ""
+        for (i = 0; i < 126; i++) l = l (i ? " " : "") 5 + int(30000 * rand()); print l } }' >"$D/bb.txt"
+    "$B/tests/tupe-testtool" tok-write --vocab-size 30522 -o "$D/bb.tok" "$D/bb.txt"
+    "$B/bin/tupe-shard" write -q -o "$D/bb" --seq-len 128 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --shards 4 "$D/bb.tok"
+    part nccl-step1 90 "$B/bin/tupe-pretrain" train "${bb[@]}" --data "$D/bb" --batch 32 -o "$D/bb1"
+    part nccl-stepN 120 bash -c "$(declare -f ranks); B=$B; ranks $ngpu $D/bbN ${bb[*]} --data $D/bb --batch $((32 * ngpu))"
+    t1=$(tps "$D/bb1") tn=$(tps "$D/bbN")
+    if [ -n "$t1" ] && [ -n "$tn" ] && [ -n "$BUSBW" ]; then
+        OVERLAP=$(awk -v t1="$t1" -v tn="$tn" -v w="$ngpu" -v bw="$BUSBW" 'BEGIN {
+            s1 = 32 * 128 / t1 * 1e3; sn = 32 * 128 * w / tn * 1e3    # ms per step
+            comm = 2 * (w - 1) / w * 110e6 * 2 / (bw * 1e9) * 1e3
+            o = 1 - (sn - s1) / comm; if (o < 0) o = 0; if (o > 1) o = 1
+            printf "%.2f", o
+            printf "step: 1 GPU %.1f ms, %d GPUs %.1f ms; unhidden communication %.1f ms\n", s1, w, sn, comm > "/dev/stderr" }')
+        echo "nccl: bert-base seq 128, 32 sequences per GPU: $t1 tokens/s on 1 GPU, $tn on $ngpu; hidden share $OVERLAP"
     else
-        note "nccl: FAIL (see $LOGS/nccl-host.log, nccl-dev.log)"; FAILED=1
+        nccl_ok=0
+    fi
+    if [ $nccl_ok = 1 ]; then
+        note "nccl: PASS (2 ranks bit-identical to one process through NCCL and host copies; bus bandwidth $BUSBW GB/s over $ngpu GPUs; hidden share $OVERLAP)"
+    else
+        note "nccl: FAIL (see $LOGS/nccl-*.log)"; FAILED=1
     fi
 else
-    echo "== nccl: SKIP: needs 2 GPUs and mpirun (this machine: $ngpu GPU)"
-    note "nccl: SKIP ($ngpu GPU; the NCCL path needs two ranks on two GPUs)"
+    echo "== nccl: SKIP: needs 2 GPUs (this machine: $ngpu GPU)"
+    note "nccl: SKIP ($ngpu GPU; NCCL needs a GPU per rank)"
+fi
+
+# ---- the 16-GPU projection --------------------------------------------------------------------
+# From the step time of TUPE-R at seq 512 and 16 sequences per GPU (bench), the bus bandwidth
+# (measured above, else TUPE_ASSUMED_BUSBW_GBS, 100) and the hidden share (measured above,
+# else none: the worst case).
+if [ -n "${MS[tupe-r-512]:-}" ]; then
+    project "${MS[tupe-r-512]}" "${BUSBW:-${TUPE_ASSUMED_BUSBW_GBS:-100}}" "${OVERLAP:-0}"
+    [ -n "$BUSBW" ] || echo "(bus bandwidth assumed: ${TUPE_ASSUMED_BUSBW_GBS:-100} GB/s; hidden share assumed 0)"
 fi
 
 echo "== SUMMARY ($(($(date +%s) - START))s; logs in $LOGS)"

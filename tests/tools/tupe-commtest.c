@@ -1,20 +1,121 @@
-/* Checks the collectives of lib/train/comm.c from inside a job: run it under `mpirun -np N` (or
- * alone). Every rank computes what each collective must return and exits 1 on a mismatch. */
+/* Checks the collectives of lib/train/comm.c from inside a job: run it under `mpirun -np N`, as
+ * a loop of processes with a rendezvous (RANK, WORLD_SIZE, MASTER_ADDR...), or alone. Every rank
+ * computes what each collective must return and exits 1 on a mismatch.
+ *
+ *   tupe-commtest                       the host collectives
+ *   tupe-commtest gpu-bench [MIB [N]]   on GPUs (the rank's LOCAL_RANK): N all-reduces of MIB
+ *                                       MiB of fp32 through NCCL, and N times the gradients'
+ *                                       own path (tupe_comm_dev_reduce, then _gather), timed;
+ *                                       rank 0 prints one line for each (tests/gpu/run.sh) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "base/progress.h"
 #include "train/comm.h"
+#if defined(TUPE_HAVE_CUDA)
+#include "backend/backend_cuda.h"
+#endif
 
-int main(void)
+#if defined(TUPE_HAVE_CUDA)
+/* Seconds per operation of op (after one untimed), with the host waiting for the GPUs. */
+typedef int (*bench_op)(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);
+
+static int op_allreduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e)
+{
+    (void)c;
+    return tupe_backend_cuda_allreduce(be, buf, n, e);
+}
+
+static int op_gradpath(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e)
+{
+    size_t piece = n / (size_t)tupe_comm_world(c);
+    return tupe_comm_dev_reduce(c, be, buf, piece, e) || tupe_comm_dev_gather(c, be, buf, piece, 0, e);
+}
+
+static int timed(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t n, int iters, bench_op op,
+                 double *sec, tupe_err *e)
+{
+    double t0 = 0;
+    for (int i = 0; i <= iters; i++) {
+        if (i == 1) {
+            if (tupe_backend_cuda_comm_wait(be, e) || tupe_comm_barrier(c, e))
+                return 1;
+            t0 = tupe_now();
+        }
+        if (op(c, be, buf, n, e))
+            return 1;
+    }
+    if (tupe_backend_cuda_comm_wait(be, e))
+        return 1;
+    *sec = (tupe_now() - t0) / iters;
+    return 0;
+}
+
+static int gpu_bench(tupe_comm *c, double mib, int iters)
+{
+    tupe_err e;
+    tupe_backend *be = NULL;
+    int r = tupe_comm_rank(c), w = tupe_comm_world(c);
+    size_t n = (size_t)(mib * (1 << 20) / 4) / (size_t)w * (size_t)w;
+    tupe_dev *buf = NULL;
+    double ar = 0, gp = 0;
+    int rc = tupe_backend_create_on(&be, "cuda", 1, tupe_backend_local_gpu(), &e);
+    if (!rc && (rc = tupe_comm_dev_open(c, be, &e)) == 0 && strcmp(tupe_comm_dev_path(c), "nccl") != 0)
+        rc = tupe_fail(&e, TUPE_EUSAGE, "gpu-bench needs NCCL between GPUs (path: %s)", tupe_comm_dev_path(c));
+    if (!rc && !(buf = be->alloc(be, n * 4)))
+        rc = tupe_fail(&e, TUPE_EFAIL, "out of GPU memory for %.0f MiB", mib);
+    if (!rc) {
+        be->zero(be, buf, n);
+        rc = timed(c, be, buf, n, iters, op_allreduce, &ar, &e) ||
+             timed(c, be, buf, n, iters, op_gradpath, &gp, &e);
+    }
+    if (rc) {
+        fprintf(stderr, "tupe-commtest: rank %d: %s\n", r, e.msg);
+        tupe_comm_abort(c, e.msg);
+    } else if (r == 0) {
+        /* bus bandwidth as nccl-tests defines it: what each rank's link carries, 2(W-1)/W of the
+         * buffer, over the time */
+        double bytes = (double)n * 4, f = 2.0 * (w - 1) / w;
+        printf("ALLREDUCE ranks=%d bytes=%.0f ms=%.3f algbw_GBs=%.2f busbw_GBs=%.2f\n", w, bytes,
+               ar * 1e3, bytes / ar / 1e9, bytes * f / ar / 1e9);
+        printf("GRADPATH ranks=%d bytes=%.0f ms=%.3f algbw_GBs=%.2f busbw_GBs=%.2f\n", w, bytes,
+               gp * 1e3, bytes / gp / 1e9, bytes * f / gp / 1e9);
+    }
+    if (buf)
+        be->free(be, buf);
+    tupe_comm_finalize(c);
+    if (be)
+        tupe_backend_destroy(be);
+    return rc ? 1 : 0;
+}
+#endif
+
+int main(int argc, char **argv)
 {
     tupe_comm *c;
     tupe_err e;
+    int bench = argc > 1 && strcmp(argv[1], "gpu-bench") == 0;
+    if (argc > 1 && !bench) {
+        fprintf(stderr, "usage: tupe-commtest [gpu-bench [MIB [N]]]\n");
+        return 2;
+    }
+#if !defined(TUPE_HAVE_CUDA)
+    if (bench) {
+        fprintf(stderr, "tupe-commtest: gpu-bench: this build has no CUDA backend\n");
+        return 2;
+    }
+#endif
     if (tupe_comm_init(&c, &e)) {
         fprintf(stderr, "tupe-commtest: %s\n", e.msg);
         return e.code;
     }
+#if defined(TUPE_HAVE_CUDA)
+    if (bench)
+        return gpu_bench(c, argc > 2 ? atof(argv[2]) : 256, argc > 3 ? atoi(argv[3]) : 20);
+#endif
     int r = tupe_comm_rank(c), w = tupe_comm_world(c), bad = 0;
     enum { N = 1000003 }; /* not a multiple of anything */
     float *f = malloc(N * sizeof *f);
