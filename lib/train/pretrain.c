@@ -696,15 +696,16 @@ static int agree(trainer *t, tupe_err *e)
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
     if (rc)
         return rc;
+    /* the vocabulary first: the data's identity includes it */
     char h[24];
+    tupe_hash_hex(r->meta->vocab_hash, h);
+    snprintf(txt, sizeof txt, "vocabulary of %u tokens (hash %s)\n", r->meta->vocab_size, h);
+    if ((rc = tupe_comm_agree(r->comm, "the vocabulary", txt, e)))
+        return rc;
     tupe_hash_hex(data_identity(r->meta), h);
     snprintf(txt, sizeof txt, "%llu training sequences of %u tokens (shards' identity %s)\n",
              (unsigned long long)t->nseq, r->seq_len, h);
     if ((rc = tupe_comm_agree(r->comm, "the data (--data)", txt, e)))
-        return rc;
-    tupe_hash_hex(r->meta->vocab_hash, h);
-    snprintf(txt, sizeof txt, "vocabulary of %u tokens (hash %s)\n", r->meta->vocab_size, h);
-    if ((rc = tupe_comm_agree(r->comm, "the vocabulary", txt, e)))
         return rc;
     const char *base = strrchr(t->resume_from, '/');
     snprintf(txt, sizeof txt, "%.200s\n", !t->resume_from[0] ? "no checkpoint to resume from"

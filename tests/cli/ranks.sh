@@ -112,6 +112,12 @@ mv shards shards-b && mv shards-other shards
 opts_differ dis4 --data $T/shards-b
 [ $rc = 2 ] && [ $rc1 = 2 ] && has $T/err.0 "ranks disagree on the data (--data)"
 verdict "a rank reading other shards: every rank stops (2) naming the data"
+{ cat $TUPE_SRC/tests/fixtures/attnviz/vocab.txt; echo zzz; } >vocab2.txt
+tupe-tokenize encode -q --vocab vocab2.txt -o ids2.tok text.txt &&
+    tupe-shard -q -o shards-v --seq-len 32 --shards 2 --valid-fraction 0.1 ids2.tok
+opts_differ dis5 --data $T/shards-v
+[ $rc = 2 ] && [ $rc1 = 2 ] && has $T/err.0 "ranks disagree on the vocabulary: rank 1 has \"vocabulary of 101 tokens"
+verdict "a rank reading shards of another vocabulary: every rank stops (2) naming the vocabulary"
 run $P train "${common[@]}" -o res --micro-batch 4 --stop-after 2
 mkdir elsewhere
 env TUPE_RENDEZVOUS_FILE=$T/rdzv WORLD_SIZE=2 RANK=0 $P train "${common[@]}" -o res --resume 2>$T/err.0 &
