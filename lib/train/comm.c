@@ -567,14 +567,22 @@ int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e)
     c->path = PATH_HOST;
 #if defined(TUPE_HAVE_CUDA)
     const char *v = getenv("TUPE_NCCL");
-    int want = tupe_backend_cuda_device(be) >= 0 && !(v && strcmp(v, "0") == 0);
-    int32_t want_any = want;
-    int rc = tupe_comm_allmax_i32(c, &want_any, 1, e);
+    int gpu = tupe_backend_cuda_device(be) >= 0, want = gpu && !(v && strcmp(v, "0") == 0);
+    /* whether any rank wants NCCL, and the first rank that does not: every rank fails alike */
+    int32_t w[2] = {want, want ? 0 : c->world - c->rank};
+    int rc = tupe_comm_allmax_i32(c, w, 2, e);
     if (rc)
         return rc;
-    if (want_any && !want)
-        return tupe_fail(e, TUPE_EUSAGE, "rank %d computes on %s while other ranks use GPUs; run "
-                         "every rank on the same kind of device", c->rank, be->name);
+    if (w[0] && w[1]) {
+        int q = c->world - w[1];
+        if (q == c->rank)
+            return tupe_fail(e, TUPE_EUSAGE, "ranks disagree on the device: rank %d %s while "
+                             "other ranks sum gradients through NCCL on GPUs", q,
+                             gpu ? "has TUPE_NCCL=0" : "computes on the CPU");
+        return tupe_fail(e, TUPE_EUSAGE, "ranks disagree on the device: rank %d computes on the "
+                         "CPU or has TUPE_NCCL=0, while this rank sums gradients through NCCL on "
+                         "a GPU", q);
+    }
     if (!want)
         return 0;
     /* every rank must be able to load NCCL before any waits for the others to join */

@@ -269,6 +269,20 @@ part_ranks_faults() {
     for_ranks 2 "$d/kill" MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120 -- \
         --device cuda --save-every 2 --resume &&
         same_weights "$d/one4" "$d/kill" "--resume after the kill: the uninterrupted run's weights" || rc=1
+    # rank 1 on the CPU: both stop (2), naming it
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=60 RANK=0 LOCAL_RANK=0 "$b/tupe-pretrain" train "${RC[@]}" \
+        -o "$d/dev" --device cuda 2>"$d/dev.0.log" &
+    p0=$!
+    env "${tcp[@]}" TUPE_COMM_TIMEOUT=60 RANK=1 LOCAL_RANK=1 "$b/tupe-pretrain" train "${RC[@]}" \
+        -o "$d/dev" --device cpu 2>"$d/dev.1.log"
+    s1=$?
+    wait $p0; s0=$?
+    if [ $s0 = 2 ] && [ $s1 = 2 ] && grep -q 'ranks disagree on the device: rank 1 computes on the CPU' "$d/dev.1.log" &&
+        grep -q 'ranks disagree on the device: rank 1 computes on the CPU or has TUPE_NCCL=0' "$d/dev.0.log"; then
+        echo "DETAIL rank 1 on the CPU, rank 0 on a GPU: both stop (2), naming it"
+    else
+        echo "rank 1 on the CPU: exit $s0 and $s1:"; cat "$d/dev.0.log" "$d/dev.1.log"; rc=1
+    fi
     # rank 1 stopped (SIGSTOP) while rank 0 waits in NCCL: the silence is named, NCCL aborted
     env "${tcp[@]}" TUPE_COMM_TIMEOUT=4 RANK=0 LOCAL_RANK=0 "$b/tupe-pretrain" train "${RC[@]}" \
         -o "$d/stop" --device cuda --steps 100000 2>"$d/stop.0.log" &
@@ -327,7 +341,7 @@ PARTS+=(
     "pretrain|tupe-pretrain cuda vs cpu|part_pretrain"
     "nccl|cuemu's NCCL, 2 to 4 processes|$CB/tests/cuemu-nccltest"
     "ranks|2 and 4 ranks (rendezvous, mpirun) vs one GPU vs the CPU|part_ranks"
-    "ranks-faults|a rank killed mid-step, --resume; a rank stopped|part_ranks_faults"
+    "ranks-faults|a rank killed mid-step, --resume; a rank on the CPU; a rank stopped|part_ranks_faults"
     "glue|tupe-glue cuda vs cpu|part_glue"
 )
 if [ -n "$SB" ]; then
