@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "base/jsonnum.h"
 #include "base/outdir.h"
 #include "formats/tfevents.h"
 #include "model/checkpoint.h"
@@ -193,7 +194,12 @@ void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...)
         vsnprintf(line, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    if (!line || n < 0) {
+    /* A diverged loss (with --skip-nonfinite) is logged as null: metrics.jsonl stays JSON. */
+    char *clean = line && n >= 0 ? tupe_jsonnum_finite(line) : NULL;
+    if (line != small)
+        free(line);
+    line = clean;
+    if (!line) {
         if (!rd->failed)
             tupe_fail(&rd->err, TUPE_EFAIL, "%s: out of memory", rd->path);
         rd->failed = 1;
@@ -212,8 +218,7 @@ void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...)
             rd->err = te;
         rd->failed = 1;
     }
-    if (line != small)
-        free(line);
+    free(line);
 }
 
 int tupe_rundir_end(tupe_rundir *rd, tupe_err *e)

@@ -64,7 +64,7 @@ has $T/cls-tupe-r-hf/config.json '"TupeForSequenceClassification"' &&
 verdict "classification and regression heads: architectures, id2label, problem_type"
 
 # ---- tokenizer.json ------------------------------------------------------------------------
-V=$TUPE_DATA/vocab/bert-base-uncased-vocab.txt
+V=$BERT_VOCAB
 printf '{"hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 8, "max_position_embeddings": 512}\n' >$T/mini.json
 $MT init --model $T/mini.json --position tupe-a --vocab-size 30522 -o $T/tokck >/dev/null 2>&1
 zstd -dcq $TUPE_SRC/tests/fixtures/tokenize/edge.txt.zst >$T/edge.txt

@@ -7,8 +7,9 @@
 . "$(dirname "$0")/lib.sh"
 MT=$TUPE_BUILD/tests/tupe-modeltool
 V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$TUPE_DATA/glue
+G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
 cd $T
+sample_glue $G
 
 small_world 6 200 1 tupe-r
 $MT init --vocab-size 100 --position bert-a -o cka

@@ -3,7 +3,7 @@
 # compressed, in archives and on stdin; train and info read them too; bad lines are named by
 # file:line; memory does not grow with the input.
 . "$(dirname "$0")/lib.sh"
-V=$TUPE_DATA/vocab/bert-base-uncased-vocab.txt
+V=$BERT_VOCAB
 TT="tupe-tokenize"
 
 # The same documents as JSON Lines (escapes, Unicode, an empty document, blank input lines,

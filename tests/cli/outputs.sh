@@ -7,8 +7,9 @@
 . "$(dirname "$0")/lib.sh"
 MT=$TUPE_BUILD/tests/tupe-modeltool
 V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$TUPE_DATA/glue
+G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
 cd $T
+sample_glue $G
 
 # ---- a small world: text, a token stream, shards, a checkpoint, a run, an export --------------
 small_world 3 300 2 tupe-a

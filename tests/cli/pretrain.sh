@@ -171,6 +171,8 @@ verdict "a non-finite loss stops the run (exit 1, clear message)"
 run env TUPE_FAULT=trainer.nonfinite:3 $P train "${common[@]}" -o $T/g --steps 6 --skip-nonfinite
 [ $rc = 0 ] && has $T/err "update skipped" && has $T/err "some updates skipped"
 verdict "--skip-nonfinite skips the update and goes on"
+grep '^{"step":3,' $T/g/metrics.jsonl | grep -q '"loss":null' && ! grep -qE 'nan|inf' $T/g/metrics.jsonl
+verdict "the skipped step's loss is null in metrics.jsonl (JSON), not printf's nan"
 
 # Evaluation with fixed masks: the same number twice.
 ck=$T/a/checkpoints/step-00000024

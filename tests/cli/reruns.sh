@@ -6,8 +6,9 @@
 . "$(dirname "$0")/lib.sh"
 MT=$TUPE_BUILD/tests/tupe-modeltool
 V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$TUPE_DATA/glue
+G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
 cd $T
+sample_glue $G
 
 small_world 8 300 1 tupe-r
 $MT init --vocab-size 100 --seed 2 -o ck2

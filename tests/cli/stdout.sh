@@ -6,8 +6,9 @@
 . "$(dirname "$0")/lib.sh"
 MT=$TUPE_BUILD/tests/tupe-modeltool
 V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$TUPE_DATA/glue
+G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
 cd $T
+sample_glue $G
 
 small_world 4 200 1 tupe-r
 tupe-pretrain train -q --data shards --model m.json --batch 4 --steps 1 --warmup 1 --eval-every 0 --threads 2 -o run
