@@ -97,15 +97,9 @@ static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *
             return tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: poll");
         /* a failure ends only a wait: what a rank sent before it failed is still read (so that
          * every rank reaches the same conclusion of a collective, e.g. tupe_comm_agree's) */
-        if (r <= 0 && z) {
-            pthread_mutex_lock(&z->mu);
-            int failed = z->failed;
-            char why[TEXT_MAX];
-            snprintf(why, sizeof why, "%s", z->fail);
-            pthread_mutex_unlock(&z->mu);
-            if (failed)
-                return tupe_fail(e, TUPE_EFAIL, "%s", why);
-        }
+        const char *why = r <= 0 && z ? tupe_rdzv_failure(z) : NULL;
+        if (why)
+            return tupe_fail(e, TUPE_EFAIL, "%s", why);
         if (r <= 0) {
             double t = z ? z->timeout : 30;
             if (tupe_now() - last > t) {
@@ -124,12 +118,7 @@ static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *
             if (z) { /* the watching thread may know why */
                 struct timespec ts = {0, 300 * 1000000L};
                 nanosleep(&ts, NULL);
-                pthread_mutex_lock(&z->mu);
-                int failed = z->failed;
-                char why[TEXT_MAX];
-                snprintf(why, sizeof why, "%s", z->fail);
-                pthread_mutex_unlock(&z->mu);
-                if (failed)
+                if ((why = tupe_rdzv_failure(z)))
                     return tupe_fail(e, TUPE_EFAIL, "%s", why);
             }
             return tupe_fail(e, TUPE_EFAIL, "the connection to %s closed (it exited?)", peer);
