@@ -1,6 +1,9 @@
 #include "train/rendezvous.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,6 +31,7 @@ enum { K_DATA = 0, K_CONTROL = 1 };
 #define HDR 16
 #define HELLO_BYTES 24
 #define TEXT_MAX 600
+#define ADDR_MAX 1024 /* "HOST PORT" and rank 0's addresses */
 
 struct tupe_rdzv {
     int rank, world;
@@ -492,22 +496,53 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, int 
     return fd;
 }
 
-/* "HOST PORT" (and whatever follows) into host and port. */
-static int parse_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+/* "HOST PORT [ADDR...]" into host, port and the numeric addresses that follow (alts; "" if
+ * none). */
+static int parse_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap, char *alts,
+                      size_t acap)
 {
     char h[256], p[32];
-    if (sscanf(s, "%255s %31s", h, p) != 2)
+    int used = 0;
+    if (sscanf(s, "%255s %31s%n", h, p, &used) != 2)
         return -1;
     snprintf(host, hcap, "%s", h);
     snprintf(port, pcap, "%s", p);
+    if (alts)
+        snprintf(alts, acap, "%s", s + used);
     return 0;
 }
 
+/* Rank 0's IPv4 addresses, " A.B.C.D" each, the loopback last: the others try them when rank
+ * 0's host name does not resolve where they are (a container or chroot without /etc/hosts,
+ * a cluster whose names are not in DNS). Nothing when the interfaces cannot be listed. */
+static void own_addrs(char *buf, size_t cap)
+{
+    struct ifaddrs *ifs = NULL;
+    size_t at = 0;
+    buf[0] = 0;
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (int loop = 0; loop < 2; loop++)
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+            char a[INET_ADDRSTRLEN];
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+                !(i->ifa_flags & IFF_LOOPBACK) != !loop ||
+                !inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, a, sizeof a) ||
+                at + strlen(a) + 2 > cap)
+                continue;
+            at += (size_t)snprintf(buf + at, cap - at, " %s", a);
+        }
+    freeifaddrs(ifs);
+}
+
 /* The others: both connections and rank 0's welcome, retrying until the timeout. */
-static int join(tupe_rdzv *z, const char *host0, const char *port0, tupe_err *e)
+static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *alts0,
+                tupe_err *e)
 {
     double end = tupe_now() + z->timeout;
-    char host[256] = "", port[32] = "";
+    char host[256] = "", port[32] = "", alts[ADDR_MAX] = "";
+    if (alts0)
+        snprintf(alts, sizeof alts, "%s", alts0);
     if (host0) {
         snprintf(host, sizeof host, "%s", host0);
         snprintf(port, sizeof port, "%s", port0);
@@ -519,13 +554,23 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, tupe_err *e)
             size_t n = 0;
             tupe_err fe;
             if (tupe_read_file(z->file, &txt, &n, 4096, &fe) == 0 &&
-                parse_addr(txt, host, sizeof host, port, sizeof port) == 0)
+                parse_addr(txt, host, sizeof host, port, sizeof port, alts, sizeof alts) == 0)
                 snprintf(z->where, sizeof z->where, "%s:%s", host, port);
             free(txt);
         }
-        if (host[0]) {
-            int d = dial(z, host, port, K_DATA, &err);
-            int c = d >= 0 ? dial(z, host, port, K_CONTROL, &err) : -1;
+        /* the host name first, then rank 0's own addresses */
+        char cand[256];
+        const char *at = host, *next = alts;
+        int d = -1, c = -1;
+        while (host[0] && (d = dial(z, at, port, K_DATA, &err)) < 0) {
+            int used = 0;
+            if (sscanf(next, "%255s%n", cand, &used) != 1)
+                break;
+            next += used;
+            at = cand;
+        }
+        if (d >= 0) {
+            c = dial(z, at, port, K_CONTROL, &err);
             if (d >= 0 && c >= 0) {
                 uint32_t type = 0;
                 int from;
@@ -592,12 +637,13 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
     int rc = 0;
     if (z->rank == 0) {
         if ((rc = listen_on(z, o->port, e)) == 0) {
-            char me[256], addr[300];
+            char me[256], alts[ADDR_MAX - 300], addr[ADDR_MAX];
             if (gethostname(me, sizeof me) != 0)
                 snprintf(me, sizeof me, "localhost");
             me[sizeof me - 1] = 0;
+            own_addrs(alts, sizeof alts);
             int port = bound_port(z->lfd);
-            snprintf(addr, sizeof addr, "%s %d\n", me, port);
+            snprintf(addr, sizeof addr, "%s %d%s\n", me, port, alts);
             if (o->host)
                 snprintf(z->where, sizeof z->where, "%s:%d", o->host, port);
             else
@@ -610,10 +656,10 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
                 rc = accept_all(z, e);
         }
     } else {
-        char addr[300] = "", host[256] = "", port[32] = "";
+        char addr[ADDR_MAX] = "", host[256] = "", port[32] = "", alts[ADDR_MAX] = "";
         if (o->exchange && !o->host && !o->file) {
             rc = o->exchange(o->exchange_ctx, addr, sizeof addr, e);
-            if (!rc && parse_addr(addr, host, sizeof host, port, sizeof port))
+            if (!rc && parse_addr(addr, host, sizeof host, port, sizeof port, alts, sizeof alts))
                 rc = tupe_fail(e, TUPE_EFAIL, "rendezvous: rank 0's address '%s' is not HOST PORT", addr);
             snprintf(z->where, sizeof z->where, "%s:%s", host, port);
         } else if (o->host) {
@@ -621,7 +667,7 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
             snprintf(port, sizeof port, "%d", o->port);
         }
         if (!rc)
-            rc = join(z, host[0] ? host : NULL, port, e);
+            rc = join(z, host[0] ? host : NULL, port, alts, e);
     }
     if (!rc && pipe(z->wake) != 0)
         rc = tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: pipe");

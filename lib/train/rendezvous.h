@@ -4,8 +4,9 @@
  * host collectives (through rank 0, in rank order) and a control connection for liveness.
  * Where rank 0 is comes from the launcher's environment (MASTER_ADDR and MASTER_PORT, as
  * torchrun and Slurm scripts set them), or from a file on a shared file system that rank 0
- * writes (its host name and a free port), or from the caller (under MPI, rank 0's address
- * goes to the others through MPI). The handshake checks that every rank was started with the
+ * writes (its host name, a free port and its IPv4 addresses), or from the caller (under MPI,
+ * rank 0's address goes to the others through MPI). The others try the host name first, then
+ * those addresses: a name need not resolve where every rank runs (containers, chroots). The handshake checks that every rank was started with the
  * same world size and job token, and that no rank number comes twice; a rank that does not
  * come within the timeout is named.
  *

@@ -37,6 +37,29 @@ verdict "2 ranks at MASTER_ADDR:MASTER_PORT: allreduce, reduce-scatter, allgathe
 loop 4 TUPE_RENDEZVOUS_FILE=$T/rdzv
 [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 4 ] && [ ! -e $T/rdzv ]
 verdict "4 ranks through TUPE_RENDEZVOUS_FILE (removed at the end)"
+# Rank 0's host name may not resolve where the ranks run (a container or chroot without
+# /etc/hosts, names missing from DNS): the others then reach it at the addresses it publishes
+# beside its name. Each rank gets a host name that resolves nowhere (a UTS namespace: root).
+nohost() { printf '#!/bin/sh\nhostname tupe-no-such-host.invalid && exec "$@"\n' >$T/nohost.sh
+           chmod +x $T/nohost.sh; NOHOST="unshare --uts $T/nohost.sh"; }
+if [ "$(id -u)" = 0 ] && unshare --uts true 2>/dev/null; then
+    nohost
+    P0=$P P="$NOHOST $P"
+    loop 2 TUPE_RENDEZVOUS_FILE=$T/rdzv TUPE_COMM_TIMEOUT=30
+    P=$P0
+    [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 2 ]
+    verdict "2 ranks through the file when rank 0's host name does not resolve"
+    if have_mpi; then
+        mpi_run -np 2 -x TUPE_COMM_TIMEOUT=30 $NOHOST $P
+        [ $rc = 0 ] && [ "$(grep -c '(mpi, mpirun): ok' $T/out)" = 2 ]
+        verdict "mpirun -np 2 when rank 0's host name does not resolve"
+    else
+        skip "mpirun -np 2 when rank 0's host name does not resolve" "$NO_MPI"
+    fi
+else
+    skip "2 ranks through the file when rank 0's host name does not resolve" "needs root (unshare --uts)"
+    skip "mpirun -np 2 when rank 0's host name does not resolve" "needs root (unshare --uts)"
+fi
 run env MASTER_ADDR=127.0.0.1 MASTER_PORT=99999 WORLD_SIZE=2 RANK=0 $P
 [ $rc = 2 ] && has $T/err "MASTER_PORT=99999 is not a port number"
 verdict "a MASTER_PORT that is no port: a usage error"
