@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -459,15 +460,22 @@ static int accept_all(tupe_rdzv *z, tupe_err *e)
 }
 
 /* One connection to rank 0 at host:port with its hello, or -1. */
-static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, int *err)
+/* why: the reason of the last failure, for the message of a rank that gives up. */
+static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char *why, size_t cap)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     int g = getaddrinfo(host, port, &hints, &res);
+    /* "localhost" names the loopback (RFC 6761 6.3), also where nothing resolves it (a root
+     * without /etc/hosts) */
+    size_t hl = strlen(host);
+    if (g && (strcasecmp(host, "localhost") == 0 ||
+              (hl > 10 && strcasecmp(host + hl - 10, ".localhost") == 0)))
+        g = getaddrinfo("127.0.0.1", port, &hints, &res);
     if (g) {
-        *err = -g;
+        snprintf(why, cap, "%s: %s", host, gai_strerror(g));
         return -1;
     }
     int fd = -1;
@@ -476,7 +484,7 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, int 
         if (fd < 0)
             continue;
         if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            *err = errno;
+            snprintf(why, cap, "%s", strerror(errno));
             close(fd);
             fd = -1;
         }
@@ -488,7 +496,7 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, int 
     hdr_put(h, F_HELLO, z->rank, HELLO_BYTES);
     hello_put(h + HDR, z, kind);
     if (send_all(fd, h, sizeof h)) {
-        *err = errno;
+        snprintf(why, cap, "%s", strerror(errno));
         close(fd);
         return -1;
     }
@@ -547,7 +555,7 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
         snprintf(host, sizeof host, "%s", host0);
         snprintf(port, sizeof port, "%s", port0);
     }
-    int err = 0;
+    char why[300] = "";
     for (int tries = 0;; tries++) {
         if (z->file[0]) { /* rank 0 (re)writes it when it starts: read it again each time */
             char *txt = NULL;
@@ -562,7 +570,7 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
         char cand[256];
         const char *at = host, *next = alts;
         int d = -1, c = -1;
-        while (host[0] && (d = dial(z, at, port, K_DATA, &err)) < 0) {
+        while (host[0] && (d = dial(z, at, port, K_DATA, why, sizeof why)) < 0) {
             int used = 0;
             if (sscanf(next, "%255s%n", cand, &used) != 1)
                 break;
@@ -570,7 +578,7 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
             at = cand;
         }
         if (d >= 0) {
-            c = dial(z, at, port, K_CONTROL, &err);
+            c = dial(z, at, port, K_CONTROL, why, sizeof why);
             if (d >= 0 && c >= 0) {
                 uint32_t type = 0;
                 int from;
@@ -597,7 +605,7 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
             return tupe_fail(e, TUPE_EFAIL, "rendezvous: rank %d could not reach rank 0 at %s within "
                              "%.0f s (%s; TUPE_COMM_TIMEOUT)", z->rank, host[0] ? z->where : z->file,
                              z->timeout, !host[0] ? "no address in the rendezvous file yet"
-                             : err < 0 ? gai_strerror(-err) : strerror(err));
+                             : why);
         struct timespec ts = {0, (tries < 10 ? 50 : 200) * 1000000L};
         nanosleep(&ts, NULL);
     }

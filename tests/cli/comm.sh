@@ -60,6 +60,24 @@ else
     skip "2 ranks through the file when rank 0's host name does not resolve" "needs root (unshare --uts)"
     skip "mpirun -np 2 when rank 0's host name does not resolve" "needs root (unshare --uts)"
 fi
+# MASTER_ADDR=localhost where nothing resolves it (an empty /etc/hosts, as in a fresh root):
+# "localhost" is the loopback all the same (RFC 6761). Each rank in a mount namespace.
+if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
+    : >$T/hosts
+    printf '#!/bin/sh\n[ ! -e /etc/hosts ] || mount --bind %s /etc/hosts || exit 99\nexec "$@"\n' \
+        $T/hosts >$T/nohosts.sh
+    chmod +x $T/nohosts.sh
+    P0=$P P="unshare --mount $T/nohosts.sh $P"
+    loop 2 MASTER_ADDR=localhost MASTER_PORT=$((port + 1)) TUPE_COMM_TIMEOUT=30
+    P=$P0
+    [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 2 ]
+    verdict "MASTER_ADDR=localhost with an empty /etc/hosts"
+else
+    skip "MASTER_ADDR=localhost with an empty /etc/hosts" "needs root (unshare --mount)"
+fi
+run env MASTER_ADDR=tupe-no-such-host.invalid MASTER_PORT=$port RANK=1 WORLD_SIZE=2 TUPE_COMM_TIMEOUT=1 $P
+[ $rc = 1 ] && has $T/err "rank 1 could not reach rank 0 at tupe-no-such-host.invalid:$port within 1 s (tupe-no-such-host.invalid: "
+verdict "a MASTER_ADDR that resolves nowhere: the rank gives up after TUPE_COMM_TIMEOUT, saying why"
 run env MASTER_ADDR=127.0.0.1 MASTER_PORT=99999 WORLD_SIZE=2 RANK=0 $P
 [ $rc = 2 ] && has $T/err "MASTER_PORT=99999 is not a port number"
 verdict "a MASTER_PORT that is no port: a usage error"
