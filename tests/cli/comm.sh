@@ -42,7 +42,9 @@ verdict "4 ranks through TUPE_RENDEZVOUS_FILE (removed at the end)"
 # beside its name. Each rank gets a host name that resolves nowhere (a UTS namespace: root).
 nohost() { printf '#!/bin/sh\nhostname tupe-no-such-host.invalid && exec "$@"\n' >$T/nohost.sh
            chmod +x $T/nohost.sh; NOHOST="unshare --uts $T/nohost.sh"; }
-if [ "$(id -u)" = 0 ] && unshare --uts true 2>/dev/null; then
+# ns KIND: whether this process may make a namespace of that kind; NO_NS says why not for skip.
+ns() { NO_NS="unshare --$1 is refused here (root outside a chroot needed)"; unshare --$1 true 2>/dev/null; }
+if ns uts; then
     nohost
     P0=$P P="$NOHOST $P"
     loop 2 TUPE_RENDEZVOUS_FILE=$T/rdzv TUPE_COMM_TIMEOUT=30
@@ -57,12 +59,12 @@ if [ "$(id -u)" = 0 ] && unshare --uts true 2>/dev/null; then
         skip "mpirun -np 2 when rank 0's host name does not resolve" "$NO_MPI"
     fi
 else
-    skip "2 ranks through the file when rank 0's host name does not resolve" "needs root (unshare --uts)"
-    skip "mpirun -np 2 when rank 0's host name does not resolve" "needs root (unshare --uts)"
+    skip "2 ranks through the file when rank 0's host name does not resolve" "$NO_NS"
+    skip "mpirun -np 2 when rank 0's host name does not resolve" "$NO_NS"
 fi
 # MASTER_ADDR=localhost where nothing resolves it (an empty /etc/hosts, as in a fresh root):
 # "localhost" is the loopback all the same (RFC 6761). Each rank in a mount namespace.
-if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
+if ns mount; then
     : >$T/hosts
     printf '#!/bin/sh\n[ ! -e /etc/hosts ] || mount --bind %s /etc/hosts || exit 99\nexec "$@"\n' \
         $T/hosts >$T/nohosts.sh
@@ -73,7 +75,7 @@ if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
     [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 2 ]
     verdict "MASTER_ADDR=localhost with an empty /etc/hosts"
 else
-    skip "MASTER_ADDR=localhost with an empty /etc/hosts" "needs root (unshare --mount)"
+    skip "MASTER_ADDR=localhost with an empty /etc/hosts" "$NO_NS (a fresh root without /etc/hosts tests it in ranks.sh)"
 fi
 run env MASTER_ADDR=tupe-no-such-host.invalid MASTER_PORT=$port RANK=1 WORLD_SIZE=2 TUPE_COMM_TIMEOUT=1 $P
 [ $rc = 1 ] && has $T/err "rank 1 could not reach rank 0 at tupe-no-such-host.invalid:$port within 1 s (tupe-no-such-host.invalid: "
