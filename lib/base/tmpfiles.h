@@ -29,8 +29,8 @@ void tupe_tmp_remove_all(void);
  * process (its device and inode remembered). Returns how many were removed. */
 int tupe_tmp_sweep(const char *dir);
 
-/* Whether a file name (no directory) has the form of a temporary: ".NAME.tmp.PID.XXXXXXXX" or
- * ".NAME.old.PID.XXXXXXXX" (8 hex digits). Then *pid receives PID, *old whether it is ".old.",
+/* Whether a file name (no directory) has the form of a temporary: ".NAME.tmp.PID.HHHHHHHH" or
+ * ".NAME.old.PID.HHHHHHHH" (8 hex digits). Then *pid receives PID, *old whether it is ".old.",
  * and *base_len the length of NAME (starting at name + 1). */
 int tupe_tmp_parse(const char *name, long *pid, int *old, size_t *base_len);
 
