@@ -5,11 +5,7 @@
 # UTF-8 is refused, naming the file and byte, by every program that reads text; a non-finite
 # value is never drawn; a missing input is 66 everywhere.
 . "$(dirname "$0")/lib.sh"
-MT=$TUPE_BUILD/tests/tupe-modeltool
-V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
-cd $T
-sample_glue $G
+rules_setup
 
 small_world 6 200 1 tupe-r
 $MT init --vocab-size 100 --position bert-a -o cka

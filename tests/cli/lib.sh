@@ -122,6 +122,16 @@ has() { grep -qF -- "$2" "$1"; }          # has FILE TEXT
 lacks() { ! grep -qF -- "$2" "$1"; }
 is_empty() { [ ! -s "$1" ]; }
 
+# rules_setup: what the suites of tupe(7)'s rules (inputs, outputs, locks, reruns, stdout)
+# share: MT (the model tool), V (the 100-token vocabulary of small_world), G (GLUE-layout tasks
+# made from the bundled sample), and $T as the current directory.
+rules_setup() {
+    MT=$TUPE_BUILD/tests/tupe-modeltool
+    V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
+    G=$T/sample-glue
+    cd $T && sample_glue $G
+}
+
 # small_world SEED DOCS SHARDS POSITION: in the current directory, a small corpus of DOCS
 # documents over the 100 tokens of tests/fixtures/attnviz/vocab.txt (text.txt), its token
 # stream (ids.tok), shards of 32 ids a sequence (shards/), a random checkpoint of that

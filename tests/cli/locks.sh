@@ -6,11 +6,7 @@
 # in progress (exit 130); what a SIGKILL leaves is removed by the next program that writes in
 # that directory.
 . "$(dirname "$0")/lib.sh"
-MT=$TUPE_BUILD/tests/tupe-modeltool
-V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
-cd $T
-sample_glue $G
+rules_setup
 tmps() { ls -A "$@" 2>/dev/null | grep -E '\.(tmp|old)\.[0-9]+\.[0-9a-f]{8}$'; }
 # wait_for FILE TEXT: until FILE holds TEXT (at most 60 s)
 wait_for() { for _ in $(seq 600); do grep -qF -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }

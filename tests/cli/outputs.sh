@@ -5,11 +5,7 @@
 # when it is the program's own kind (its .tupe-kind says so), so that no mistyped -o deletes a
 # run, a model or a shard directory; an empty -o is a usage error everywhere.
 . "$(dirname "$0")/lib.sh"
-MT=$TUPE_BUILD/tests/tupe-modeltool
-V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
-cd $T
-sample_glue $G
+rules_setup
 
 # ---- a small world: text, a token stream, shards, a checkpoint, a run, an export --------------
 small_world 3 300 2 tupe-a

@@ -4,11 +4,7 @@
 # rather than reporting the old results as its own or continuing a hybrid; a result file that
 # cannot be read is an error naming it, never skipped.
 . "$(dirname "$0")/lib.sh"
-MT=$TUPE_BUILD/tests/tupe-modeltool
-V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
-cd $T
-sample_glue $G
+rules_setup
 
 small_world 8 300 1 tupe-r
 $MT init --vocab-size 100 --seed 2 -o ck2

@@ -4,11 +4,7 @@
 # standard output is closed, never 0 with its output lost. The check is made once for every
 # program, when the process exits (lib/cli/process.c), so this runs every one of them.
 . "$(dirname "$0")/lib.sh"
-MT=$TUPE_BUILD/tests/tupe-modeltool
-V=$TUPE_SRC/tests/fixtures/attnviz/vocab.txt
-G=$T/sample-glue  # GLUE-layout tasks made from the bundled sample (lib.sh)
-cd $T
-sample_glue $G
+rules_setup
 
 small_world 4 200 1 tupe-r
 tupe-pretrain train -q --data shards --model m.json --batch 4 --steps 1 --warmup 1 --eval-every 0 --threads 2 -o run
