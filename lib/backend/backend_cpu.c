@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/blas.h"
 #include "base/dtype.h"
 
 /* OpenBLAS's own thread count (its pthread build keeps a pool of its own). */
@@ -135,6 +136,10 @@ int tupe_backend_cpu_create(tupe_backend **out, int precision_bytes, int threads
     *out = NULL;
     if (precision_bytes != 4 && precision_bytes != 8)
         return tupe_fail(e, TUPE_EFAIL, "cpu backend: precision must be 4 or 8 bytes");
+    /* The BLAS kernels for this processor, checked (once per process). */
+    int rc = tupe_blas_select(e);
+    if (rc)
+        return rc;
     tupe_backend *be = calloc(1, sizeof *be);
     cpu_priv *pr = calloc(1, sizeof *pr);
     if (!be || !pr) {
@@ -325,13 +330,16 @@ static void R(gemm_block)(int ta, int tb, int m0, int m1, int n0, int n1, int K,
          n1 - n0, K, alpha, a, lda, b, ldb, beta, C + (size_t)m0 * ldc + n0, ldc);
 }
 
-/* How many parts a product of this size is worth splitting into, and along which side. */
+/* How many parts a product of this size is worth splitting into, and along which side. Each
+ * part keeps at least 2^20 multiply-adds: OpenBLAS computes products of up to 100^3 with
+ * small-matrix kernels that round differently from its blocked ones, so smaller parts of a
+ * larger product would make the result depend on the thread count. */
 static int R(gemm_parts)(tupe_backend *be, int M, int N, int K)
 {
     double work = (double)M * N * (K > 0 ? K : 1);
     int parts = be->nthreads;
-    if (work < 1 << 18)
-        parts = 1;
+    if (parts > work / (1 << 20))
+        parts = work >= 1 << 21 ? (int)(work / (1 << 20)) : 1;
     int side = M >= N ? M : N;
     if (parts > side / 16)
         parts = side / 16 > 0 ? side / 16 : 1;

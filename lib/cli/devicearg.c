@@ -1,5 +1,9 @@
 #include "cli/devicearg.h"
 
+#include <string.h>
+
+#include "backend/blas.h"
+
 int tupe_devicearg_device(tupe_cli *c, const char *arg, const char **device)
 {
     static const char *const names[] = {"auto", "cpu", "cuda"};
@@ -29,5 +33,9 @@ int tupe_devicearg_open(tupe_cli *c, const char *device, const char *precision,
         return tupe_cli_error(c, &e);
     if (notice[0])
         tupe_cli_note(c, "%s", notice);
+    /* BLAS kernels that failed their start-up check and were replaced (CPU backend) */
+    const tupe_blas_info *bi = tupe_blas_info_get();
+    if (bi && bi->notice[0] && strncmp((*be)->name, "cpu", 3) == 0)
+        tupe_cli_note(c, "%s", bi->notice);
     return 0;
 }

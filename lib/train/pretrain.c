@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/blas.h"
 #include "backend/pointwise.h"
 #include "base/checksum.h"
 #include "base/fault.h"
@@ -726,7 +727,15 @@ static int agree(trainer *t, tupe_err *e)
     return tupe_comm_agree(r->comm, "the starting weights or the device", txt, e);
 }
 
-/* Rank 0 opens the run directory and writes the model's configuration into it. */
+/* The one line saying which BLAS kernels compute a CPU backend's products (NULL on a GPU). */
+static const char *kernels_line(const run *r)
+{
+    const tupe_blas_info *bi = tupe_blas_info_get();
+    return bi && strncmp(tupe_model_backend(r->m)->name, "cpu", 3) == 0 ? bi->line : NULL;
+}
+
+/* Rank 0 opens the run directory and writes the model's configuration into it; the first line
+ * metrics.jsonl gets from this start says what computes it. */
 static int start_run_dir(trainer *t, tupe_err *e)
 {
     const tupe_pretrain_opts *o = t->r.o;
@@ -737,6 +746,14 @@ static int start_run_dir(trainer *t, tupe_err *e)
                                o->no_tensorboard, e);
     if (rc)
         return rc;
+    const char *kl = kernels_line(&t->r);
+    json_t *js = json_pack("{s:s, s:s?}", "backend", tupe_model_backend(t->r.m)->name, "kernels", kl);
+    char *start = js ? json_dumps(js, JSON_COMPACT) : NULL;
+    json_decref(js);
+    if (!start)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    tupe_rundir_metric(t->dir, "{\"step\":%lld,\"start\":%s}", (long long)t->st.step, start);
+    free(start);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", o->out);
     char *cj = tupe_config_json(&t->r.cfg, 2);
@@ -767,6 +784,8 @@ static void announce(const trainer *t)
         (unsigned long long)t->nseq, r->seq_len, o->batch, r->world, r->world > 1 ? "s" : "",
         t->per_rank / r->mb, t->per_rank / r->mb > 1 ? "es" : "", r->mb,
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
+    if (kernels_line(r))
+        say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
     if (r->world > 1)
         say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); gradients through %s in %d bucket%s, "
             "optimizer state %s", tupe_comm_backend(r->comm), tupe_comm_launcher(r->comm),

@@ -3,17 +3,20 @@
 # PyTorch reference model (tests/reference/tupe_ref.py, eager PyTorch from PyPI) in the same
 # run, same thread count, same presets, batch, sequence length, vocabulary (32,769) and 15%
 # masked positions; both in train mode with the preset's dropout, a step being zero_grad,
-# forward, backward, clipping and AdamW. Also the OpenBLAS sgemm peak of this machine (one
-# 2048^3 product with OpenBLAS's own threads, best over 4 s, measured before and after the
-# runs), the share of it our step achieves, TUPE-R's step time against BERT-A's, and the peak
-# memory (RSS) of a bert-base step.
+# forward, backward, clipping and AdamW. Also the BLAS kernels that ran (lib/backend/blas: the
+# processor's, nothing set), the OpenBLAS sgemm peak of this machine with them and with the
+# best core for the processor (one 2048^3 product with OpenBLAS's own threads, best over 4 s,
+# measured before and after the runs), the share of the peak our step achieves, the time of
+# each backend operation in a step (--profile) for BERT-A and TUPE-R, TUPE-R's step time
+# against BERT-A's, and the peak memory (RSS) of a bert-base step.
 #
 # Throughput is the fastest of the timed steps on both sides (the median is in the JSON on
 # stderr): on a shared machine the fastest step is what the code can do.
 #
-# OPENBLAS_CORETYPE, when the environment sets it, is reported both as set and unset (for these
-# commands only). Knobs: TUPE_BENCH_THREADS (2), TUPE_BENCH_MODEL_RUNS ("small:16 bert-base:8"),
-# TUPE_BENCH_MODEL_VARIANTS (all six), TUPE_BENCH_MODEL_STEPS (6), TUPE_BENCH_PYTHON (python3).
+# Our rows are out of the box (OPENBLAS_CORETYPE unset); when the environment sets it, they are
+# also given as set (for these commands only). Knobs: TUPE_BENCH_THREADS (2),
+# TUPE_BENCH_MODEL_RUNS ("small:16 bert-base:8"), TUPE_BENCH_MODEL_VARIANTS (all six),
+# TUPE_BENCH_MODEL_STEPS (6), TUPE_BENCH_PYTHON (python3).
 #
 # Markdown rows on stdout; the JSON lines behind them on stderr.
 set -u
@@ -28,26 +31,35 @@ SEQ=128
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tupe-bench-model.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-# field FILE KEY: a number from a one-line JSON object
+# field FILE KEY: a number from a one-line JSON object; sfield: a string (without quotes in it)
 field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" | head -1; }
+sfield() { sed -n "s/.*\"$2\": \"\([^\"]*\)\".*/\1/p" "$1" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2fx", a / b }'; }
 maxof() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
 
-modes=(set)
-if [ -n "${OPENBLAS_CORETYPE:-}" ]; then modes=(set unset); fi
+# Modes: unset (out of the box), set (the environment's OPENBLAS_CORETYPE, when it has one),
+# best (the best core for this processor, for the sgemm peak only).
+modes=(unset)
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then modes=(unset set); fi
 label() { # mode -> text
-    if [ "$1" = unset ]; then echo "OPENBLAS_CORETYPE unset"
-    elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
-    else echo "OPENBLAS_CORETYPE unset"; fi
+    case $1 in
+    unset) echo "out of the box" ;;
+    set) echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE" ;;
+    *) echo "OPENBLAS_CORETYPE=$best" ;;
+    esac
 }
 ours() { # mode args...
     local m=$1; shift
-    if [ "$m" = unset ]; then env -u OPENBLAS_CORETYPE "$BIN" "$@"; else "$BIN" "$@"; fi
+    case $m in
+    unset) env -u OPENBLAS_CORETYPE "$BIN" "$@" ;;
+    set) "$BIN" "$@" ;;
+    *) OPENBLAS_CORETYPE=$best "$BIN" "$@" ;;
+    esac
 }
 sgemm() { # mode -> GFLOP/s
-    ours "$1" --sgemm --threads "$TH" >"$TMP/sgemm" || echo "{}" >"$TMP/sgemm"
-    cat "$TMP/sgemm" >&2
-    field "$TMP/sgemm" sgemm_gflops
+    ours "$1" --sgemm --threads "$TH" >"$TMP/sgemm.$1" || echo "{}" >"$TMP/sgemm.$1"
+    cat "$TMP/sgemm.$1" >&2
+    field "$TMP/sgemm.$1" sgemm_gflops
 }
 
 have_torch=1
@@ -55,6 +67,12 @@ have_torch=1
 
 declare -A peak
 for m in "${modes[@]}"; do peak[$m]=$(sgemm "$m"); done
+best=$(sfield "$TMP/sgemm.unset" blas_best)
+pmodes=("${modes[@]}")
+[ -n "$best" ] && pmodes+=(best) && peak[best]=$(sgemm best)
+for m in "${modes[@]}"; do
+    echo "| BLAS kernels of our step ($(label "$m")) | $(sfield "$TMP/sgemm.$m" blas) | | |"
+done
 
 shares=()
 for run in $RUNS; do
@@ -73,13 +91,31 @@ for run in $RUNS; do
         for m in "${modes[@]}"; do
             f=$TMP/ours.$m.$preset.$v
             ours "$m" --preset "$preset" --position "$pos" "${tie[@]}" --batch "$batch" --seq $SEQ \
-                --threads "$TH" --steps "$STEPS" >"$f" || echo "{}" >"$f"
+                --threads "$TH" --steps "$STEPS" --profile >"$f" || echo "{}" >"$f"
             cat "$f" >&2
             ot=$(field "$f" tokens_per_s_best)
             echo "| $preset b$batch t$SEQ $v: training step tokens/s, $TH threads, best of $STEPS steps ($(label "$m")) | $ot | $tt | $(ratio "$ot" "$tt") |"
             shares+=("$m $preset b$batch t$SEQ $v|$(field "$f" gflops_best)")
         done
     done
+    # Where the time of a step goes: every operation over 0.5% of BERT-A's or TUPE-R's step.
+    a=$TMP/ours.unset.$preset.bert-a r=$TMP/ours.unset.$preset.tupe-r
+    if [ -s "$a" ] && [ -s "$r" ]; then
+        python3 - "$a" "$r" "$preset b$batch t$SEQ" <<'PY' || true
+import json, sys
+a, r = (json.loads(open(p).read()).get("ops", {}) for p in sys.argv[1:3])
+def cell(d, k):
+    if k not in d:
+        return "-"
+    v = d[k]
+    g = ", %.0f GFLOP/s" % v["gflops"] if "gflops" in v else ""
+    return "%.1f (%.1f%%%s)" % (v["ms"], 100 * v["share"], g)
+keys = sorted(set(a) | set(r), key=lambda k: -max(a.get(k, {}).get("share", 0), r.get(k, {}).get("share", 0)))
+for k in keys:
+    if k == "other" or max(a.get(k, {}).get("share", 0), r.get(k, {}).get("share", 0)) >= 0.005:
+        print("| %s: %s, ms per step (share; products' rate), BERT-A / TUPE-R | %s | %s | |" % (sys.argv[3], k, cell(a, k), cell(r, k)))
+PY
+    fi
     for m in "${modes[@]}"; do
         a=$TMP/ours.$m.$preset.bert-a r=$TMP/ours.$m.$preset.tupe-r
         if [ -s "$a" ] && [ -s "$r" ]; then
@@ -98,9 +134,9 @@ for run in $RUNS; do
     fi
 done
 
-for m in "${modes[@]}"; do
+for m in "${pmodes[@]}"; do
     peak[$m]=$(maxof "${peak[$m]}" "$(sgemm "$m")")
-    echo "| OpenBLAS sgemm peak, $TH threads, 2048^3, best before and after ($(label "$m")) | ${peak[$m]} GFLOP/s | | |"
+    echo "| OpenBLAS sgemm peak, $TH threads, 2048^3, best before and after ($(label "$m"): $(sfield "$TMP/sgemm.$m" blas_core)) | ${peak[$m]} GFLOP/s | | |"
 done
 for s in "${shares[@]}"; do
     m=${s%% *} rest=${s#* } what=${rest%%|*} g=${rest##*|}
