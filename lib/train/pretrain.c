@@ -787,10 +787,10 @@ static void announce(const trainer *t)
     if (kernels_line(r))
         say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
     if (r->world > 1)
-        say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); gradients through %s in %d bucket%s, "
-            "optimizer state %s", tupe_comm_backend(r->comm), tupe_comm_launcher(r->comm),
-            tupe_comm_dev_path(r->comm), tupe_gradsync_buckets(t->gs),
-            tupe_gradsync_buckets(t->gs) > 1 ? "s" : "",
+        say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); gradients through %s in %d bucket%s "
+            "(%zu reals), optimizer state %s", tupe_comm_backend(r->comm),
+            tupe_comm_launcher(r->comm), tupe_comm_dev_path(r->comm), tupe_gradsync_buckets(t->gs),
+            tupe_gradsync_buckets(t->gs) > 1 ? "s" : "", tupe_model_flat_size(r->m),
             o->zero ? "sharded over the ranks (ZeRO-1)" : "whole on every rank");
     if (t->resume_from[0])
         say(r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", t->resume_from, (long long)t->st.step);

@@ -7,8 +7,10 @@
  *   cuemu-nccltest CASE RANK W ID      one rank of one case (what the children run)
  *
  * Correct cases must compute exactly what the host computes (reductions fold the ranks in rank
- * order) with no report, under every CUEMU_STREAMS mode. Misuse cases announce the reports they
- * must cause ("EXPECT KIND PHRASE" on stdout): each must appear among the ranks' reports. */
+ * order) with no report, under every CUEMU_STREAMS mode; a rank that announces a line of the
+ * byte counts ("EXPECT-BYTES LINE") must have written it (CUEMU_NCCL_BYTES). Misuse cases
+ * announce the reports they must cause ("EXPECT KIND PHRASE" on stdout): each must appear
+ * among the ranks' reports. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdint.h>
@@ -288,6 +290,50 @@ static void case_abort(const ncclUniqueId &id)
     CU(cudaStreamDestroy(s));
 }
 
+/* Topology and bytes: four ranks as two nodes, by NCCL_HOSTID (every other rank: nodes {0, 2}
+ * and {1, 3}) or by CUEMU_NODES=2 (consecutive ranks: {0, 1} and {2, 3}); an all-reduce of
+ * 1000 floats (two rings, each hop 2 (W-1)/W of 4000 bytes, half on each ring), a broadcast of
+ * 250 floats from rank 3 (a chain on each ring) and 100 floats sent from rank 0 to rank 1.
+ * Each rank announces the line CUEMU_NCCL_BYTES must then hold for it (the rings worked out
+ * by hand). */
+static void topology(const ncclUniqueId &id, bool hostid)
+{
+    if (hostid)
+        setenv("NCCL_HOSTID", me % 2 ? "node-b" : "node-a", 1);
+    ncclComm_t c = init_comm(id, true);
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    float *x = dalloc<float>(1000);
+    CU(cudaMemset(x, 0, 1000 * sizeof(float)));
+    NC(ncclAllReduce(x, x, 1000, ncclFloat32, ncclSum, c, s));
+    NC(ncclBroadcast(x, x, 250, ncclFloat32, 3, c, s));
+    if (me < 2) {
+        NC(ncclGroupStart());
+        if (me == 0)
+            NC(ncclSend(x, 100, ncclFloat32, 1, c, s));
+        else
+            NC(ncclRecv(x, 100, ncclFloat32, 0, c, s));
+        NC(ncclGroupEnd());
+    }
+    CU(cudaStreamSynchronize(s));
+    static const char *by_hostid[] = {
+        "rank=0 ranks=4 node=0 nodes=2 intra=3500 inter=3400 to=0,400,3500,3000",
+        "rank=1 ranks=4 node=1 nodes=2 intra=3000 inter=3500 to=0,0,3500,3000",
+        "rank=2 ranks=4 node=0 nodes=2 intra=3500 inter=3500 to=3500,3500,0,0",
+        "rank=3 ranks=4 node=1 nodes=2 intra=3500 inter=3500 to=3500,3500,0,0"};
+    static const char *by_nodes[] = {
+        "rank=0 ranks=4 node=0 nodes=2 intra=3900 inter=3000 to=0,3900,0,3000",
+        "rank=1 ranks=4 node=0 nodes=2 intra=3500 inter=3500 to=3500,0,3500,0",
+        "rank=2 ranks=4 node=1 nodes=2 intra=3000 inter=3500 to=0,3500,0,3000",
+        "rank=3 ranks=4 node=1 nodes=2 intra=3500 inter=3500 to=3500,0,3500,0"};
+    printf("EXPECT-BYTES nccl-bytes %s\n", (hostid ? by_hostid : by_nodes)[me]);
+    NC(ncclCommDestroy(c));
+    CU(cudaStreamDestroy(s));
+}
+
+static void case_topology_hostid(const ncclUniqueId &id) { topology(id, true); }
+static void case_topology_nodes(const ncclUniqueId &id) { topology(id, false); }
+
 /* ---- misuse --------------------------------------------------------------------------------- */
 
 static void after_misuse(ncclComm_t c, cudaStream_t s)
@@ -448,6 +494,8 @@ static const test_case cases[] = {
     {"collectives-3", case_collectives, 3, 0, "", true},
     {"collectives-4", case_collectives, 4, 0, "", true},
     {"abort-ends-a-wait", case_abort, 2, 0, "", false},
+    {"topology-hostid", case_topology_hostid, 4, 0, "", true},
+    {"topology-nodes", case_topology_nodes, 4, 0, "CUEMU_NODES=2", true},
     {"count-mismatch", case_count_mismatch, 2, 1, "", true},
     {"type-mismatch", case_type_mismatch, 2, 1, "", true},
     {"send-receive-mismatch", case_recv_mismatch, 2, 1, "", true},
@@ -482,7 +530,7 @@ static ncclUniqueId unhex(const char *h)
 
 /* Runs the ranks of a case side by side; their stdout and stderr concatenated. */
 static bool run_ranks(const char *self, const test_case &c, const char *extra, std::string *out,
-                      std::string *err)
+                      std::string *err, std::string *bytes = NULL)
 {
     ncclUniqueId id;
     if (ncclGetUniqueId(&id) != ncclSuccess)
@@ -492,7 +540,8 @@ static bool run_ranks(const char *self, const test_case &c, const char *extra, s
         return false;
     std::vector<pid_t> pids;
     for (int r = 0; r < c.ranks; r++) {
-        std::string cmd = std::string("env CUEMU=1 ") + c.env + " " + extra + " '" + self + "' " +
+        std::string cmd = std::string("env CUEMU=1 CUEMU_NCCL_BYTES=") + dir + "/bytes " + c.env +
+                          " " + extra + " '" + self + "' " +
                           c.name + " " + std::to_string(r) + " " + std::to_string(c.ranks) + " " +
                           hex(id) + " >" + dir + "/out" + std::to_string(r) + " 2>" + dir + "/err" +
                           std::to_string(r);
@@ -517,6 +566,10 @@ static bool run_ranks(const char *self, const test_case &c, const char *extra, s
         unlink(o.c_str());
         unlink(e.c_str());
     }
+    std::string b = std::string(dir) + "/bytes";
+    if (bytes)
+        *bytes = slurp(b);
+    unlink(b.c_str());
     rmdir(dir);
     return ok;
 }
@@ -538,13 +591,27 @@ static int run_all(const char *self)
                 if (!strcmp(m, "sync") && !c.blocking_ok)
                     continue;
                 modes++;
-                std::string env = std::string("CUEMU_STREAMS=") + m;
-                bool ok = run_ranks(self, c, env.c_str(), &out, &err);
+                std::string env = std::string("CUEMU_STREAMS=") + m, bytes;
+                bool ok = run_ranks(self, c, env.c_str(), &out, &err, &bytes);
                 if (!ok || err.find("cuemu:") != std::string::npos) {
                     good = false;
                     why = std::string(" (under CUEMU_STREAMS=") + m + ")";
                     break;
                 }
+                /* the lines of CUEMU_NCCL_BYTES the ranks announced */
+                for (size_t p = 0; (p = out.find("EXPECT-BYTES ", p)) != std::string::npos;) {
+                    size_t q = out.find('\n', p);
+                    std::string line = out.substr(p + 13, q - p - 13) + "\n";
+                    p = q;
+                    if (bytes.find(line) == std::string::npos) {
+                        good = false;
+                        why = " (CUEMU_NCCL_BYTES has no line \"" + line.substr(0, line.size() - 1) +
+                              "\"; it has:\n" + bytes + ")";
+                        break;
+                    }
+                }
+                if (!good)
+                    break;
             }
             verdict(good, c.name, good ? std::string(" (") + std::to_string(c.ranks) + " ranks, exact under " +
                                              std::to_string(modes) + " stream modes, no report)" : why,

@@ -21,6 +21,10 @@
 #                       the loss of every step and the final validation loss (tiny, 10 steps)
 #   glue                tupe-glue train (RTE) --device cuda (fp32, bf16) against --device cpu:
 #                       training losses and dev accuracy at every evaluation (2, 4 steps)
+#   nccl                cuemu's NCCL (cuemu-nccltest), 2 to 4 processes, its topology and counts
+#   ranks, ranks-faults data parallelism on 2 and 4 emulated GPUs (below)
+#   volume              the bytes each rank sends per step inside its node and across nodes,
+#                       4 ranks as 2 nodes x 2, against a ring's volume
 #   asan-*              selftest, ops and steps (tiny, T = 40) in the ASan+UBSan build
 #
 # A part passes when its commands succeed, every comparison passes, and the emulator reported
@@ -31,7 +35,8 @@
 # Environment: TUPE_SRC, TUPE_DATA, CUEMU_BUILD and CUEMU_SAN_BUILD (build directories, from
 # the Makefile); CUEMU_PARTS, an extended regular expression: only the parts it matches;
 # CUEMU_PARITY, a tupe-parity to use instead of CUEMU_BUILD's (tests/cuemu/mutants.sh);
-# CUEMU_FIRST_FAILURE=1: one part at a time, stopping at the first that fails.
+# CUEMU_FIRST_FAILURE=1: one part at a time, stopping at the first that fails; CUEMU_KEEP=1:
+# the parts' files (logs, runs) are kept, in the directory named first.
 set -u
 : "${TUPE_SRC:?run through make check-cuemu}" "${CUEMU_BUILD:?run through make check-cuemu}"
 : "${CUEMU_SAN_BUILD:=}" "${TUPE_DATA:=$TUPE_SRC/../shared/data}"
@@ -52,7 +57,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TUPE_PROGRESS_INTERVAL=0
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/cuemu-run.XXXXXX")
-trap 'rm -rf "$logs"' EXIT
+if [ "${CUEMU_KEEP:-0}" = 1 ]; then echo "# the parts' files are kept in $logs"; else trap 'rm -rf "$logs"' EXIT; fi
 
 # ---- the parts (each prints what it compares; its exit status says whether it passed) -----
 
@@ -157,13 +162,18 @@ ranks_setup() { # DIR
 
 # for_ranks N OUT VAR=VALUE... -- ARGS...: N ranks started by a loop (RANK, WORLD_SIZE,
 # LOCAL_RANK; N emulated GPUs), the full log of rank 0 in OUT.log; fails when one fails.
+# HOSTS=A,B,... among the assignments puts rank r on node HOSTS[r] (NCCL_HOSTID, which cuemu's
+# NCCL groups its ranks by, as NCCL does).
 for_ranks() {
-    local n=$1 out=$2 r pids=() envs=() rc=0
+    local n=$1 out=$2 r pids=() envs=() hosts=() rc=0
     shift 2
-    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    while [ "$1" != -- ]; do
+        case $1 in HOSTS=*) IFS=, read -ra hosts <<<"${1#HOSTS=}" ;; *) envs+=("$1") ;; esac
+        shift
+    done
     shift
     for ((r = 0; r < n; r++)); do
-        env "${envs[@]}" CUEMU_DEVICES=$n RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n \
+        env "${envs[@]}" ${hosts[r]:+NCCL_HOSTID=${hosts[r]}} CUEMU_DEVICES=$n RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n \
             "$CB/bin/tupe-pretrain" train "${RC[@]/-q/-v}" -o "$out" "$@" >/dev/null 2>"$out.$r.log" &
         pids+=($!)
     done
@@ -243,6 +253,50 @@ part_ranks() {
         echo "DETAIL mpirun parts skipped: no MPI in this build"
     fi
     return $rc
+}
+
+# The bytes each rank sends per step inside its node and across nodes, as cuemu's NCCL counts
+# them (CUEMU_NCCL_BYTES): 4 ranks as 2 nodes x 2, the difference between runs of 4 and 2
+# steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G per
+# rank in all, and 2 (W-1)/W of the node's G over its L links across nodes.
+volume() { # NAME VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 when the total is not the ring's
+    local name=$1 d=$logs/volume s n=4 L=2
+    shift
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    for s in 2 4; do
+        rm -f "$d/$name.$s.bytes"
+        for_ranks $n "$d/$name.$s" "${envs[@]}" HOSTS=node-a,node-a,node-b,node-b \
+            CUEMU_NCCL_BYTES="$d/$name.$s.bytes" -- --device cuda --steps $s "$@" || return 1
+    done
+    local G
+    G=$(sed -n 's/.*buckets (\([0-9]*\) reals).*/\1/p' "$d/$name.4.log" | head -1)
+    [ -n "$G" ] || { echo "$name: no gradient size in the log"; return 1; }
+    awk -v name="$name" -v G=$((G * 4)) -v W=$n -v L=$L '
+        FNR == 1 { f++ }
+        { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          r = v["rank"]; intra[f, r] = v["intra"]; inter[f, r] = v["inter"]; nodes = v["nodes"] }
+        END {
+            ring = 2 * (W - 1) / W * G; across = ring / L; bad = 0; worst = 0; lo = 1e9; hi = 0
+            for (r = 0; r < W; r++) {
+                a = (intra[2, r] - intra[1, r]) / 2; x = (inter[2, r] - inter[1, r]) / 2; t = (a + x) / ring
+                printf "%s: rank %d: %.0f bytes per step inside its node, %.0f across (%.3f of the ring'"'"'s total, %.3f of its share across)\n", name, r, a, x, t, x / across
+                if (t > 1.001 || t < 0.999) bad = 1
+                if (t < lo) lo = t
+                if (t > hi) hi = t
+                if (x / across > worst) worst = x / across
+                if (a > ma) ma = a
+                if (x > mx) mx = x
+            }
+            printf "DETAIL %s (%d nodes x %d, G = %d bytes): per rank and step at most %.0f bytes inside its node and %.0f across, %.3f to %.3f of a ring'"'"'s 2(W-1)/W G in all, across nodes %.3f of its 2(W-1)/W G/L\n", name, nodes, W / nodes, G, ma, mx, lo, hi, worst
+            exit bad
+        }' "$d/$name.2.bytes" "$d/$name.4.bytes"
+}
+
+part_volume() {
+    ranks_setup "$logs/volume" || return 1
+    volume zero1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120 -- || return 1
 }
 
 part_ranks_faults() {
@@ -342,6 +396,7 @@ PARTS+=(
     "nccl|cuemu's NCCL, 2 to 4 processes|$CB/tests/cuemu-nccltest"
     "ranks|2 and 4 ranks (rendezvous, mpirun) vs one GPU vs the CPU|part_ranks"
     "ranks-faults|a rank killed mid-step, --resume; a rank on the CPU; a rank stopped|part_ranks_faults"
+    "volume|bytes per rank per step inside and across nodes, 2 nodes x 2|part_volume"
     "glue|tupe-glue cuda vs cpu|part_glue"
 )
 if [ -n "$SB" ]; then
@@ -363,7 +418,7 @@ run_part() { # INDEX
     (
         export log X CB SB
         export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard \
-            ranks_setup for_ranks same_weights part_ranks part_ranks_faults
+            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume part_volume
         export logs
         bash -c "$cmd"
     ) >"$log" 2>&1
@@ -416,7 +471,7 @@ else
     for want in 1 0; do
         for i in "${sel[@]}"; do
             long=0
-            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain|ranks) ]] && long=1
+            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain|ranks|volume) ]] && long=1
             [ $long = $want ] && order+=("$i")
         done
     done

@@ -21,7 +21,23 @@
  * safety net, CUEMU_NCCL_TIMEOUT seconds (default 900) of waiting end it with an error that
  * names the ranks that did not come. CUEMU_NCCL_DELAY_MS delays the start of every operation
  * on its stream (other streams run ahead meanwhile: a missing wait after a collective shows).
+ *
+ * Topology. The ranks are grouped into nodes as NCCL groups them, by host: a rank's node is
+ * its NCCL_HOSTID (the variable NCCL reads to override the host's identity) where it is set;
+ * else CUEMU_NODES=N cuts the ranks into N nodes of consecutive ranks; else every rank is on
+ * this machine's one node. Nodes are numbered in the order of their lowest rank.
+ *
+ * Bytes. Every rank counts the bytes it sends to each other rank, as the real library would
+ * move them: a send, its count to its peer; a collective, as NCCL's ring algorithm moves it,
+ * over as many rings as the largest node has ranks (NCCL's channels, one per NIC), each
+ * through the nodes in order and leaving every node from another of its ranks, each carrying
+ * its share of the data (all-reduce 2(W-1)/W of the buffer per hop, reduce-scatter and
+ * all-gather (W-1)/W, broadcast the whole buffer along the chain from the root). With
+ * CUEMU_NCCL_BYTES=FILE each rank appends one line to FILE when its communicator ends:
+ *   nccl-bytes rank=R ranks=W node=A nodes=N intra=BYTES inter=BYTES to=B0,B1,...
+ * (intra: to ranks of its node; inter: to the others; to: to each rank, itself 0).
  */
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -67,6 +83,7 @@ struct desc {
 struct rank_slot {
     std::atomic<int32_t> joined, gone;
     int32_t nranks, device, pid;
+    uint64_t host;               /* the node's identity (Topology, above) */
     std::atomic<uint64_t> phase; /* barriers passed */
     desc d;
 };
@@ -165,6 +182,9 @@ struct ncclComm {
     int pending;                  /* operations queued and not finished */
     std::thread init_thread;
     std::string init_msg;
+    uint64_t host;                /* this rank's node identity, before joining */
+    int node[MAXR], nnodes;       /* every rank's node index, once joined */
+    double bytes[MAXR];           /* sent to each rank (Bytes, above) */
 };
 
 namespace {
@@ -273,6 +293,7 @@ ncclResult_t join(ncclComm *c, const id_layout *id)
     me.nranks = c->nranks;
     me.device = c->device;
     me.pid = (int32_t)getpid();
+    me.host = c->host;
     s->joined++;
     bool ok = wait_for(c, "ncclCommInitRank", [&] {
         return s->joined.load() == (uint32_t)c->nranks || s->init_failed.load();
@@ -288,7 +309,31 @@ ncclResult_t join(ncclComm *c, const id_layout *id)
         s->init_failed = 1;
         return c->abort ? ncclRemoteError : ncclSystemError;
     }
+    /* the nodes, numbered in the order of their lowest rank */
+    c->nnodes = 0;
+    for (int q = 0; q < c->nranks; q++) {
+        int k = 0;
+        while (k < q && s->r[k].host != s->r[q].host)
+            k++;
+        c->node[q] = k < q ? c->node[k] : c->nnodes++;
+    }
     return ncclSuccess;
+}
+
+/* This process's node identity for a communicator of n ranks in which it is rank r. */
+uint64_t host_of(int r, int n)
+{
+    const char *id = getenv("NCCL_HOSTID");
+    if (id && *id) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (const char *p = id; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        return h | 1; /* never 0 */
+    }
+    int nodes = B->env_int("CUEMU_NODES", 1);
+    if (nodes < 1)
+        nodes = 1;
+    return 2 * (uint64_t)((int64_t)r * nodes / n);
 }
 
 /* ---- element types and reductions -------------------------------------------------------- */
@@ -434,6 +479,66 @@ void misuse_async(ncclComm *c, const std::string &msg)
     fail(ncclInvalidUsage, "misuse", msg);
 }
 
+/* The bytes of a collective, as NCCL's rings move them (Bytes, above): every hop of a ring
+ * carries per_hop bytes in all (shared by the rings); with root >= 0, a chain from the root
+ * (no hop into it). */
+void count_rings(ncclComm *c, double per_hop, int root)
+{
+    int n = c->nranks;
+    if (n < 2 || c->nnodes < 1)
+        return;
+    std::vector<std::vector<int>> mem((size_t)c->nnodes);
+    size_t rings = 1;
+    for (int q = 0; q < n; q++) {
+        mem[(size_t)c->node[q]].push_back(q);
+        rings = std::max(rings, mem[(size_t)c->node[q]].size());
+    }
+    std::vector<int> ring;
+    for (size_t ch = 0; ch < rings; ch++) {
+        ring.clear();
+        for (const std::vector<int> &m : mem)
+            for (size_t i = 0; i < m.size(); i++)
+                ring.push_back(m[(ch + i) % m.size()]);
+        for (int i = 0; i < n; i++) {
+            int u = ring[(size_t)i], v = ring[(size_t)(i + 1) % (size_t)n];
+            if (u == c->rank && v != root)
+                c->bytes[v] += per_hop / (double)rings;
+        }
+    }
+}
+
+void count_collective(ncclComm *c, const op &o)
+{
+    double n = c->nranks, b = (double)o.count * (double)esize(o.dtype);
+    switch (o.kind) {
+    case K_ALLREDUCE: count_rings(c, 2 * (n - 1) / n * b, -1); break;
+    case K_REDUCESCATTER:
+    case K_ALLGATHER: count_rings(c, (n - 1) * b, -1); break;
+    case K_BROADCAST: count_rings(c, b, o.root); break;
+    }
+}
+
+/* The line of CUEMU_NCCL_BYTES (Bytes, above), appended in one write. */
+void write_bytes(ncclComm *c)
+{
+    const char *path = getenv("CUEMU_NCCL_BYTES");
+    if (!path || !*path || c->nnodes < 1)
+        return;
+    double intra = 0, inter = 0;
+    std::string to;
+    for (int q = 0; q < c->nranks; q++) {
+        (c->node[q] == c->node[c->rank] ? intra : inter) += c->bytes[q];
+        to += fmt("%s%.0f", q ? "," : "", c->bytes[q]);
+    }
+    std::string line = fmt("nccl-bytes rank=%d ranks=%d node=%d nodes=%d intra=%.0f inter=%.0f to=",
+                           c->rank, c->nranks, c->node[c->rank], c->nnodes, intra, inter) + to + "\n";
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0 || write(fd, line.data(), line.size()) != (ssize_t)line.size())
+        fail(ncclSystemError, "error", fmt("CUEMU_NCCL_BYTES=%s: %s", path, strerror(errno)));
+    if (fd >= 0)
+        close(fd);
+}
+
 /* A collective: descriptors compared, then the data through the stages, chunk by chunk. */
 void run_collective(ncclComm *c, const op &o)
 {
@@ -462,6 +567,7 @@ void run_collective(ncclComm *c, const op &o)
         barrier(c, what); /* nobody reads the descriptors after this */
         return;
     }
+    count_collective(c, o);
     /* elements per chunk of each stage */
     size_t per = o.kind == K_REDUCESCATTER ? STAGE / es / (size_t)n : STAGE / es;
     for (size_t off = 0; off < o.count || (off == 0 && o.count == 0); off += per) {
@@ -546,6 +652,9 @@ void run_p2p(ncclComm *c, std::vector<op> &ops)
                                 "the same group", me));
             fin[j] = true;
         }
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == K_SEND && ops[i].peer != me)
+            c->bytes[ops[i].peer] += (double)ops[i].count * (double)esize(ops[i].dtype);
     auto step = [&] {
         bool all = true;
         for (size_t i = 0; i < n; i++) {
@@ -798,6 +907,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     c->rank = rank;
     c->nranks = nranks;
     c->device = B->current_device();
+    c->host = host_of(rank, nranks);
     c->state = ST_INIT;
     c->async_err = ncclInProgress;
     {
@@ -847,6 +957,8 @@ static ncclResult_t finish(ncclComm_t c, bool abort, const char *what)
         comms.erase(c);
     }
     if (c->s) {
+        if (c->state.load() == ST_READY)
+            write_bytes(c);
         c->s->r[c->rank].gone = 1;
         munmap(c->s, sizeof(seg));
     }
