@@ -20,7 +20,7 @@ enum {
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
-    O_TB, O_NO_TB, O_ZERO, O_BUCKET
+    O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
@@ -62,6 +62,7 @@ static const tupe_opt train_opts[] = {
     {O_SKIP, "skip-nonfinite", 0, TUPE_NOARG, NULL, "skip updates with a non-finite loss or gradient\n(default: stop)", NULL},
     {O_ZERO, "zero", 0, TUPE_REQARG, "0|1", "1: each rank keeps and updates its shard of the\noptimizer state (ZeRO-1); 0: every rank all of it\n(default: 1)", "list:0 1"},
     {O_BUCKET, "bucket-mb", 0, TUPE_REQARG, "MIB", "gradients sent at a time while the backward pass\nruns, in MiB (default: 25)", NULL},
+    {O_GRAD_REDUCE, "grad-reduce", 0, TUPE_REQARG, "tree|nccl", "how the ranks' gradients are summed: tree, in a\nfixed order within each node then across nodes\n(weights independent of the number of ranks, bit\nfor bit); nccl, by NCCL's own collectives (GPUs;\nnot bit-identical across rank counts) (default: tree)", "list:tree nccl"},
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     {O_PREFETCH, "prefetch", 0, TUPE_REQARG, "N", "shard frames decoded ahead on a thread (default: 2)", NULL},
     TUPE_OPT_TENSORBOARD(O_TB, O_NO_TB),
@@ -288,6 +289,7 @@ int main(int argc, char **argv)
         case O_SKIP: o->skip_nonfinite = 1; break;
         case O_ZERO: rc = tupe_cli_long(&c, arg, 0, 1, &v); o->zero = (int)v; break;
         case O_BUCKET: rc = tupe_cli_double(&c, arg, 0.001, 1 << 20, &o->bucket_mb); break;
+        case O_GRAD_REDUCE: rc = tupe_cli_choice(&c, arg, "tree|nccl", &o->grad_reduce); break;
         case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;

@@ -1,6 +1,6 @@
 /* Communication between the GPUs of ranks: NCCL, opened at run time; the host's waits on a
- * stream (which give up when a rank is gone); the fixed-order sum of the pieces of an
- * all-to-all. */
+ * stream (which give up when a rank is gone); the gradients' reduction in a fixed order,
+ * within each node then across nodes (sends and receives, and a sum kernel), and NCCL's own. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
@@ -47,6 +47,8 @@ typedef struct nccl_api {
                                ncclComm_t, cudaStream_t);
     ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
                                cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                   ncclComm_t, cudaStream_t);
     ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                               cudaStream_t);
     ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
@@ -80,6 +82,7 @@ static void nccl_load(void)
                 {(void **)&NCCL.error_string, "ncclGetErrorString"},
                 {(void **)&NCCL.all_reduce, "ncclAllReduce"},
                 {(void **)&NCCL.all_gather, "ncclAllGather"},
+                {(void **)&NCCL.reduce_scatter, "ncclReduceScatter"},
                 {(void **)&NCCL.broadcast, "ncclBroadcast"},
                 {(void **)&NCCL.send, "ncclSend"},
                 {(void **)&NCCL.recv, "ncclRecv"},
@@ -107,7 +110,8 @@ static const nccl_api *nccl(tupe_err *e)
 
 struct nccl_link {
     ncclComm_t comm;
-    int rank, world;
+    int rank, world;                /* NCCL's numbers: rank is this rank's slot */
+    int nodes, node_size;           /* slot = node + place * nodes */
     cudaStream_t cs;                /* the communication stream */
     cudaEvent_t after_compute, after_comm;
     void *scr;                      /* the pieces received from the other ranks */
@@ -267,7 +271,7 @@ extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
 }
 
 extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
-                                           double timeout, tupe_nccl_hint_fn hint,
+                                           int nodes, double timeout, tupe_nccl_hint_fn hint,
                                            void *hint_ctx, tupe_err *e)
 {
     cu_priv *pr = PR(be);
@@ -284,6 +288,8 @@ extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int
     pthread_mutex_init(&nl->mu, NULL);
     nl->rank = rank;
     nl->world = world;
+    nl->nodes = nodes > 0 && world % nodes == 0 ? nodes : 1;
+    nl->node_size = world / nl->nodes;
     nl->timeout = timeout > 0 ? timeout : 600;
     nl->hint = hint;
     nl->hint_ctx = hint_ctx;
@@ -417,8 +423,34 @@ __global__ void k_tree_pieces(T *own, T *slots, int world, int rank, size_t piec
         own[i] = slots[i];
 }
 
+/* One stage of the fixed-order exchanges, in one group: with each of n ranks k (NCCL rank
+ * base + k * stride; this rank is k = me), count elements sent from sb + k * ss and received
+ * into rb + k * rs (bytes). 0, or 1 (the error kept). */
+static int exchange(cu_priv *pr, int n, int me, int base, int stride, const char *sb, size_t ss,
+                    char *rb, size_t rs, size_t count, ncclDataType_t t)
+{
+    nccl_link *nl = pr->nl;
+    int bad = nccl_done(pr, NCCL.group_start(), "group");
+    for (int k = 0; k < n && !bad; k++)
+        if (k != me)
+            bad = nccl_done(pr, NCCL.send(sb + (size_t)k * ss, count, t, base + k * stride,
+                                          nl->comm, nl->cs), "send") ||
+                  nccl_done(pr, NCCL.recv(rb + (size_t)k * rs, count, t, base + k * stride,
+                                          nl->comm, nl->cs), "receive");
+    return bad || nccl_done(pr, NCCL.group_end(), "group");
+}
+
+static void tree_pieces(cu_priv *pr, char *own, char *slots, int n, int me, size_t count)
+{
+    if (pr->bf16)
+        k_tree_pieces<bf16><<<nblocks(count, 256), 256, 0, pr->nl->cs>>>((bf16 *)own, (bf16 *)slots, n, me, count);
+    else
+        k_tree_pieces<float><<<nblocks(count, 256), 256, 0, pr->nl->cs>>>((float *)own, (float *)slots, n, me, count);
+    LAUNCHED("k_tree_pieces");
+}
+
 extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
-                                               tupe_err *e)
+                                               int fixed, tupe_err *e)
 {
     cu_priv *pr = PR(be);
     nccl_link *nl = pr->nl;
@@ -427,37 +459,30 @@ extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, 
     if (comm_begin(pr, "reduce") || piece == 0)
         return comm_end(pr, e);
     size_t es = (size_t)be->esize;
-    char *scr = (char *)comm_scratch(pr, (size_t)nl->world * piece * es);
-    if (!scr)
-        return comm_end(pr, e);
     ncclDataType_t t = pr->bf16 ? ncclBfloat16 : ncclFloat32;
     char *b = (char *)buf;
-    int bad = nccl_done(pr, NCCL.group_start(), "group");
-    for (int q = 0; q < nl->world && !bad; q++) {
-        if (q == nl->rank)
-            continue;
-        bad = nccl_done(pr, NCCL.send(b + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
-                        "send") ||
-              nccl_done(pr, NCCL.recv(scr + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
-                        "receive");
+    if (!fixed) {
+        nccl_done(pr, NCCL.reduce_scatter(b, b + (size_t)nl->rank * piece * es, piece, t, ncclSum,
+                                          nl->comm, nl->cs), "reduce-scatter");
+        return comm_end(pr, e);
     }
-    if (!bad)
-        bad = nccl_done(pr, NCCL.group_end(), "group");
-    if (!bad) {
-        char *own = b + (size_t)nl->rank * piece * es;
-        if (pr->bf16)
-            k_tree_pieces<bf16><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
-                (bf16 *)own, (bf16 *)scr, nl->world, nl->rank, piece);
-        else
-            k_tree_pieces<float><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
-                (float *)own, (float *)scr, nl->world, nl->rank, piece);
-        LAUNCHED("k_tree_pieces");
-    }
+    /* within the node: its L ranks' chunks (N pieces each; this rank's is its place l), summed
+     * over the places; then across nodes: the chunk's pieces, summed over the nodes */
+    int N = nl->nodes, L = nl->node_size, a = nl->rank % N, l = nl->rank / N;
+    size_t chunk = (size_t)N * piece;
+    char *scr = (char *)comm_scratch(pr, (size_t)nl->world * piece * es), *own = b + l * chunk * es;
+    if (!scr)
+        return comm_end(pr, e);
+    int bad = 0;
+    if (L > 1 && !(bad = exchange(pr, L, l, a, N, b, chunk * es, scr, chunk * es, chunk, t)))
+        tree_pieces(pr, own, scr, L, l, chunk);
+    if (N > 1 && !bad && !exchange(pr, N, a, l * N, 1, own, piece * es, scr, piece * es, piece, t))
+        tree_pieces(pr, own + (size_t)a * piece * es, scr, N, a, piece);
     return comm_end(pr, e);
 }
 
 extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
-                                               size_t elem, tupe_err *e)
+                                               size_t elem, int fixed, tupe_err *e)
 {
     cu_priv *pr = PR(be);
     nccl_link *nl = pr->nl;
@@ -467,8 +492,19 @@ extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, 
         return comm_end(pr, e);
     size_t bytes = piece * elem;
     char *b = (char *)buf;
-    nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes, ncclUint8, nl->comm,
-                                  nl->cs), "all-gather");
+    if (!fixed) {
+        nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes, ncclUint8, nl->comm,
+                                      nl->cs), "all-gather");
+        return comm_end(pr, e);
+    }
+    /* the reduction's stages backwards: across nodes, the pieces of this rank's chunk; then
+     * within the node, the chunks */
+    int N = nl->nodes, L = nl->node_size, a = nl->rank % N, l = nl->rank / N;
+    size_t chunk = (size_t)N * bytes;
+    int bad = N > 1 && exchange(pr, N, a, l * N, 1, b + (size_t)nl->rank * bytes, 0,
+                                b + l * chunk, bytes, bytes, ncclUint8);
+    if (L > 1 && !bad)
+        exchange(pr, L, l, a, N, b + l * chunk, 0, b, chunk, chunk, ncclUint8);
     return comm_end(pr, e);
 }
 
@@ -540,17 +576,17 @@ static int no_nccl(tupe_err *e)
 
 extern "C" int tupe_backend_cuda_nccl_load(tupe_err *e) { return no_nccl(e); }
 extern "C" int tupe_backend_cuda_nccl_id(void *, tupe_err *e) { return no_nccl(e); }
-extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, double,
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, int, double,
                                            tupe_nccl_hint_fn, void *, tupe_err *e)
 {
     return no_nccl(e);
 }
 extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *, const char *) {}
-extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
+extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *, tupe_dev *, size_t, int, tupe_err *e)
 {
     return no_nccl(e);
 }
-extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *, tupe_dev *, size_t, size_t,
+extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *, tupe_dev *, size_t, size_t, int,
                                                tupe_err *e)
 {
     return no_nccl(e);

@@ -71,7 +71,9 @@ int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *c, tupe_err
 /* NCCL between the GPUs of a data-parallel job (train/comm.c drives it). NCCL is opened at run
  * time (libnccl.so.2); _load says whether it can be (TUPE_EFAIL with the reason). Rank 0 makes
  * the id, the caller gives it to every rank, and every rank joins (non-blocking
- * initialization, polled: the other ranks have `timeout` seconds to come). Collectives then
+ * initialization, polled: the other ranks have `timeout` seconds to come) as NCCL rank
+ * `rank`, its slot (train/comm.h): the world is `nodes` nodes of world/nodes ranks, and
+ * slot = node + place * nodes, place being the rank's place among its node's. Collectives then
  * run on a second CUDA stream of the backend, each after the work queued so far on the
  * compute stream; _comm_join makes the compute stream's later work wait for them, _comm_wait
  * makes the host wait. Every host wait of the backend polls once NCCL is joined: it gives up
@@ -84,18 +86,24 @@ typedef void (*tupe_nccl_hint_fn)(void *ctx, char *buf, size_t cap);
 int tupe_backend_cuda_nccl_load(tupe_err *e);
 int tupe_backend_cuda_nccl_id(void *id, tupe_err *e);
 int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
-                                double timeout, tupe_nccl_hint_fn hint, void *hint_ctx,
-                                tupe_err *e);
+                                int nodes, double timeout, tupe_nccl_hint_fn hint,
+                                void *hint_ctx, tupe_err *e);
 void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why);
-/* buf holds world pieces of `piece` reals: every rank's piece q goes to rank q, and this rank's
- * piece becomes the sum over the ranks of theirs, in the order of tupe_tree_sum_f
- * (backend/pointwise.h), each sum rounded to the real type: the same bits as one process
- * adding the same partial sums (the send and receive of an all-to-all, then a kernel). */
-int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e);
-/* buf holds world pieces of `piece` elements of `elem` bytes: every rank's own piece to every
- * rank, in place (an all-gather). */
-int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, size_t elem,
+/* buf holds world pieces of `piece` reals, piece q NCCL rank q's: this rank's piece becomes
+ * the sum over the ranks of theirs (the other pieces are left undefined). fixed: in a fixed
+ * order, each sum rounded to the real type: within each node first (its L ranks send each
+ * other their chunks of N pieces, summed by tupe_tree_sum_f's tree over their places, a
+ * kernel), then across nodes (the N ranks of the same place send each other the pieces of
+ * their chunk, summed by the tree over the nodes): the same bits as the host adding the same
+ * values in that order, whatever the timing; each rank sends (L-1)/L of buf within its node
+ * and (N-1)/N of its 1/L across nodes. Else NCCL's reduce-scatter, in NCCL's order. */
+int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, int fixed,
                                     tupe_err *e);
+/* buf holds world pieces of `piece` elements of `elem` bytes: every rank's own piece to every
+ * rank, in place (an all-gather): fixed, the stages of _reduce_pieces backwards (across nodes,
+ * then within each); else NCCL's all-gather. */
+int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece, size_t elem,
+                                    int fixed, tupe_err *e);
 int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t bytes, int root, tupe_err *e);
 /* The sum over ranks of n reals in place, in NCCL's own order (a measure of its bandwidth). */
 int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);

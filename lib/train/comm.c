@@ -34,6 +34,9 @@ struct tupe_comm {
     int aborted;
     float *host;                 /* host copies of device pieces */
     size_t host_n;
+    int nodes, node_size, hosts; /* the topology (tupe_comm_nodes); hosts: distinct ones */
+    int *slot;                   /* every rank's slot */
+    int reduce;                  /* TUPE_REDUCE_* of the device collectives */
 };
 
 static int env_int(const char *name, int dflt)
@@ -166,6 +169,61 @@ static int watch(tupe_comm *c, const char *host, int port, const char *file, tup
     return rc;
 }
 
+static int allgather_bytes(tupe_comm *c, const void *mine, void *all, size_t bytes, tupe_err *e);
+
+/* This rank's node: its host name, or its NCCL_HOSTID where that is set (the variable NCCL reads
+ * to override the host's identity), so that tupe's nodes are NCCL's. */
+static uint64_t node_key(void)
+{
+    const char *id = getenv("NCCL_HOSTID");
+    char h[256];
+    if (!id || !*id) {
+        if (gethostname(h, sizeof h) != 0)
+            h[0] = 0;
+        h[sizeof h - 1] = 0;
+        id = h;
+    }
+    return tupe_hash64(id, strlen(id));
+}
+
+/* The nodes (tupe_comm_nodes): every rank's node key to every rank, the nodes numbered by their
+ * lowest rank, each rank's slot. */
+static int topology(tupe_comm *c, tupe_err *e)
+{
+    int W = c->world;
+    uint64_t *key = malloc((size_t)W * sizeof *key);
+    int *node = malloc((size_t)W * sizeof *node), *size = calloc((size_t)W, sizeof *size);
+    c->slot = malloc((size_t)W * sizeof *c->slot);
+    int rc = 0;
+    if (!key || !node || !size || !c->slot)
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (!rc) {
+        key[c->rank] = node_key();
+        rc = allgather_bytes(c, key + c->rank, key, sizeof *key, e);
+    }
+    if (!rc) {
+        int n = 0, even = 1;
+        for (int q = 0; q < W; q++) {
+            int k = 0;
+            while (k < q && key[k] != key[q])
+                k++;
+            node[q] = k < q ? node[k] : n++;
+            c->slot[q] = size[node[q]]++; /* its place in its node, for now */
+        }
+        for (int a = 1; a < n; a++)
+            even &= size[a] == size[0];
+        c->hosts = n;
+        c->nodes = even ? n : 1;
+        c->node_size = W / c->nodes;
+        for (int q = 0; q < W; q++)
+            c->slot[q] = even ? node[q] + c->slot[q] * n : q;
+    }
+    free(key);
+    free(node);
+    free(size);
+    return rc;
+}
+
 int tupe_comm_init(tupe_comm **cp, tupe_err *e)
 {
     tupe_comm *c = calloc(1, sizeof *c);
@@ -222,12 +280,20 @@ int tupe_comm_init(tupe_comm **cp, tupe_err *e)
 #endif
         }
     }
+    c->nodes = c->node_size = c->hosts = 1;
+    if (!rc && c->world > 1)
+        rc = topology(c, e);
     if (rc) {
+        if (c->z) { /* the topology's exchange failed: the others are told */
+            tupe_rdzv_abort(c->z, e->msg);
+            tupe_rdzv_close(c->z);
+        }
 #if defined(TUPE_HAVE_MPI)
         if (c->mpi)
             MPI_Finalize();
 #endif
         pthread_mutex_destroy(&c->mu);
+        free(c->slot);
         free(c);
         return rc;
     }
@@ -267,11 +333,16 @@ void tupe_comm_finalize(tupe_comm *c)
 #endif
     pthread_mutex_destroy(&c->mu);
     free(c->host);
+    free(c->slot);
     free(c);
 }
 
 int tupe_comm_rank(const tupe_comm *c) { return c->rank; }
 int tupe_comm_world(const tupe_comm *c) { return c->world; }
+int tupe_comm_nodes(const tupe_comm *c) { return c->nodes; }
+int tupe_comm_node_size(const tupe_comm *c) { return c->node_size; }
+int tupe_comm_hosts(const tupe_comm *c) { return c->hosts; }
+int tupe_comm_slot(const tupe_comm *c) { return c->slot ? c->slot[c->rank] : 0; }
 const char *tupe_comm_backend(const tupe_comm *c)
 {
     return c->bk == BK_MPI ? "mpi" : c->bk == BK_TCP ? "tcp" : "single";
@@ -558,8 +629,16 @@ int tupe_comm_agree(tupe_comm *c, const char *what, const char *text, tupe_err *
 
 /* ---- device buffers ------------------------------------------------------------------------------ */
 
-int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e)
+/* Every rank says so alike: the paths agree by then. */
+static int no_nccl_reduce(tupe_err *e)
 {
+    return tupe_fail(e, TUPE_EUSAGE, "--grad-reduce nccl needs ranks on GPUs with NCCL; these ranks "
+                     "sum their gradients through host copies (CPUs, or TUPE_NCCL=0)");
+}
+
+int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, int reduce, tupe_err *e)
+{
+    c->reduce = reduce;
     if (c->world == 1) {
         c->path = PATH_NONE;
         return 0;
@@ -584,7 +663,7 @@ int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e)
                          "a GPU", q);
     }
     if (!want)
-        return 0;
+        return reduce == TUPE_REDUCE_NCCL ? no_nccl_reduce(e) : 0;
     /* every rank must be able to load NCCL before any waits for the others to join */
     tupe_err le;
     char id[TUPE_NCCL_ID_BYTES];
@@ -601,7 +680,8 @@ int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e)
                          c->world - worst);
     }
     if ((rc = tupe_comm_bcast(c, id, sizeof id, 0, e)) ||
-        (rc = tupe_backend_cuda_nccl_init(be, id, c->rank, c->world, c->timeout, nccl_hint, c, e)))
+        (rc = tupe_backend_cuda_nccl_init(be, id, c->slot[c->rank], c->world, c->nodes, c->timeout,
+                                          nccl_hint, c, e)))
         return rc;
     pthread_mutex_lock(&c->mu);
     c->be = be;
@@ -612,7 +692,8 @@ int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e)
         tupe_backend_cuda_nccl_abort(be, why);
 #else
     (void)be;
-    (void)e;
+    if (reduce == TUPE_REDUCE_NCCL)
+        return no_nccl_reduce(e);
 #endif
     return 0;
 }
@@ -636,15 +717,28 @@ static float *host_room(tupe_comm *c, size_t n, tupe_err *e)
     return c->host;
 }
 
-/* Host copies: every rank's piece q to rank q, and the tree's sum of what came. */
+/* Element i of every slot's piece (col[slot]) summed as the device's fixed order sums it
+ * (backend_cuda.h, _reduce_pieces): over the places of each node, then over the nodes. */
+static float tree2(tupe_comm *c, float *col, float *tmp, int bf16)
+{
+    int N = c->nodes, L = c->node_size;
+    for (int a = 0; a < N; a++) {
+        for (int l = 0; l < L; l++)
+            tmp[l] = col[a + l * N];
+        tmp[L + a] = tupe_tree_sum_f(tmp, L, bf16);
+    }
+    return tupe_tree_sum_f(tmp + L, N, bf16);
+}
+
+/* Host copies: every rank's piece of slot q to the rank of slot q, summed by tree2. */
 static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e)
 {
     size_t W = (size_t)c->world, n = W * piece;
     int bf16 = be->esize == 2;
-    float *h = host_room(c, 2 * n + W, e);
+    float *h = host_room(c, 2 * n + 3 * W, e);
     if (!h)
         return e->code;
-    float *got = h + n, *col = h + 2 * n;
+    float *got = h + n, *col = h + 2 * n, *tmp = col + W;
     be->download(be, h, buf, n, TUPE_F32);
     if (be->check && be->check(be, e))
         return e->code;
@@ -661,8 +755,8 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
             if (c->rank == 0)
                 for (size_t i = 0; i < k; i++) {
                     for (size_t q = 0; q < W; q++)
-                        col[q] = all[q * k + i];
-                    h[off + i] = tupe_tree_sum_f(col, (int)W, bf16);
+                        col[c->slot[q]] = all[q * k + i];
+                    h[off + i] = tree2(c, col, tmp, bf16);
                 }
             rc = tupe_rdzv_bcast(c->z, h + off, k * 4, e);
         }
@@ -673,18 +767,30 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
         return 0;
     }
 #if defined(TUPE_HAVE_MPI)
-    if (piece > INT_MAX)
-        return tupe_fail(e, TUPE_EFAIL, "a piece of %zu elements is too large for MPI", piece);
-    int r = MPI_Alltoall(h, (int)piece, MPI_FLOAT, got, (int)piece, MPI_FLOAT, MPI_COMM_WORLD);
+    if (n > INT_MAX)
+        return tupe_fail(e, TUPE_EFAIL, "a bucket of %zu elements is too large for MPI", n);
+    /* rank q gets the piece of its slot */
+    int *cnt = malloc(3 * W * sizeof *cnt);
+    if (!cnt)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    int *sd = cnt + W, *rd = cnt + 2 * W;
+    for (size_t q = 0; q < W; q++) {
+        cnt[q] = (int)piece;
+        sd[q] = (int)((size_t)c->slot[q] * piece);
+        rd[q] = (int)(q * piece);
+    }
+    int r = MPI_Alltoallv(h, cnt, sd, MPI_FLOAT, got, cnt, rd, MPI_FLOAT, MPI_COMM_WORLD);
+    free(cnt);
     if (r != MPI_SUCCESS)
-        return mpi_fail(e, "MPI_Alltoall", r);
-    float *mine = h + (size_t)c->rank * piece;
+        return mpi_fail(e, "MPI_Alltoallv", r);
+    size_t me = (size_t)c->slot[c->rank];
+    float *mine = h + me * piece;
     for (size_t i = 0; i < piece; i++) {
         for (size_t q = 0; q < W; q++)
-            col[q] = got[q * piece + i];
-        mine[i] = tupe_tree_sum_f(col, (int)W, bf16);
+            col[c->slot[q]] = got[q * piece + i];
+        mine[i] = tree2(c, col, tmp, bf16);
     }
-    be->upload(be, tupe_dev_at(be, buf, (size_t)c->rank * piece), mine, piece, TUPE_F32);
+    be->upload(be, tupe_dev_at(be, buf, me * piece), mine, piece, TUPE_F32);
     return 0;
 #else
     (void)got;
@@ -692,19 +798,11 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
 #endif
 }
 
-static int host_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,
-                       tupe_err *e)
+/* h holds world pieces of `piece` floats, this rank's at its slot: every rank's to every rank
+ * (to the place of its slot). */
+static int gather_slots(tupe_comm *c, float *h, size_t piece, tupe_err *e)
 {
-    size_t W = (size_t)c->world, n = W * piece;
-    float *h = host_room(c, n, e);
-    if (!h)
-        return e->code;
-    int dt = TUPE_F32 | (wide ? TUPE_WIDE : 0);
-    tupe_dev *mine = wide ? tupe_dev_wat(be, buf, (size_t)c->rank * piece)
-                          : tupe_dev_at(be, buf, (size_t)c->rank * piece);
-    be->download(be, h + (size_t)c->rank * piece, mine, piece, dt);
-    if (be->check && be->check(be, e))
-        return e->code;
+    size_t W = (size_t)c->world, me = (size_t)tupe_comm_slot(c);
     int rc = 0;
     for (size_t off = 0; off < piece && !rc; off += CHUNK / 4) {
         /* piece by piece of every rank: chunks of the same offsets in each rank's piece */
@@ -712,11 +810,32 @@ static int host_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
         float *tmp = malloc(W * k * sizeof *tmp);
         if (!tmp)
             return tupe_fail(e, TUPE_EFAIL, "out of memory");
-        rc = allgather_bytes(c, h + (size_t)c->rank * piece + off, tmp, k * 4, e);
+        rc = allgather_bytes(c, h + me * piece + off, tmp, k * 4, e);
         for (size_t q = 0; q < W && !rc; q++)
-            memcpy(h + q * piece + off, tmp + q * k, k * 4);
+            memcpy(h + (size_t)(c->slot ? c->slot[q] : 0) * piece + off, tmp + q * k, k * 4);
         free(tmp);
     }
+    return rc;
+}
+
+int tupe_comm_gather_slots_f32(tupe_comm *c, float *buf, size_t piece, tupe_err *e)
+{
+    return c->world == 1 || piece == 0 ? 0 : gather_slots(c, buf, piece, e);
+}
+
+static int host_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,
+                       tupe_err *e)
+{
+    size_t W = (size_t)c->world, n = W * piece, me = (size_t)tupe_comm_slot(c);
+    float *h = host_room(c, n, e);
+    if (!h)
+        return e->code;
+    int dt = TUPE_F32 | (wide ? TUPE_WIDE : 0);
+    tupe_dev *mine = wide ? tupe_dev_wat(be, buf, me * piece) : tupe_dev_at(be, buf, me * piece);
+    be->download(be, h + me * piece, mine, piece, dt);
+    if (be->check && be->check(be, e))
+        return e->code;
+    int rc = gather_slots(c, h, piece, e);
     if (!rc)
         be->upload(be, buf, h, n, dt);
     return rc;
@@ -728,9 +847,21 @@ int tupe_comm_dev_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
         return 0;
 #if defined(TUPE_HAVE_CUDA)
     if (c->path == PATH_NCCL)
-        return tupe_backend_cuda_reduce_pieces(be, buf, piece, e);
+        return tupe_backend_cuda_reduce_pieces(be, buf, piece, c->reduce == TUPE_REDUCE_TREE, e);
 #endif
     return host_reduce(c, be, buf, piece, e);
+}
+
+int tupe_comm_dev_allreduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e)
+{
+    if (c->path == PATH_NONE || piece == 0)
+        return 0;
+#if defined(TUPE_HAVE_CUDA)
+    if (c->path == PATH_NCCL && c->reduce == TUPE_REDUCE_NCCL)
+        return tupe_backend_cuda_allreduce(be, buf, piece * (size_t)c->world, e);
+#endif
+    int rc = tupe_comm_dev_reduce(c, be, buf, piece, e);
+    return rc ? rc : tupe_comm_dev_gather(c, be, buf, piece, 0, e);
 }
 
 int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,
@@ -740,7 +871,8 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
         return 0;
 #if defined(TUPE_HAVE_CUDA)
     if (c->path == PATH_NCCL)
-        return tupe_backend_cuda_gather_pieces(be, buf, piece, (size_t)(wide ? be->wsize : be->esize), e);
+        return tupe_backend_cuda_gather_pieces(be, buf, piece, (size_t)(wide ? be->wsize : be->esize),
+                                               c->reduce == TUPE_REDUCE_TREE, e);
 #endif
     return host_gather(c, be, buf, piece, wide, e);
 }

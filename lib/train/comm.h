@@ -20,8 +20,9 @@
  * module and the CUDA backend know that MPI and NCCL exist.
  *
  * Collectives are deterministic: the same inputs give the same bits on every rank and run;
- * sums add the ranks in rank order, and the gradient sums of tupe_comm_dev_reduce in the order
- * of tupe_tree_sum_f (backend/pointwise.h), which does not depend on the number of ranks. */
+ * sums add the ranks in rank order, and the gradient sums of tupe_comm_dev_reduce (unless
+ * NCCL's own are asked for) in a fixed order over the slots, within each node then across the
+ * nodes (tupe_comm_nodes). */
 #ifndef TUPE_COMM_H
 #define TUPE_COMM_H
 
@@ -43,6 +44,17 @@ void tupe_comm_abort(tupe_comm *c, const char *why);
 
 int tupe_comm_rank(const tupe_comm *c);
 int tupe_comm_world(const tupe_comm *c);
+/* The nodes. Ranks whose host names are the same, or their NCCL_HOSTID where that is set (the
+ * variable NCCL reads to override a host's identity, so that tupe's nodes are NCCL's), are on
+ * one node; nodes are numbered by their lowest rank, and a node's ranks have places 0, 1, ...
+ * in rank order. With N nodes of L ranks each, a rank's slot is node + place * N: where it is
+ * in the gradients' sums (train/gradsync.h) and which sequences of a batch it reads, so that
+ * results do not depend on which rank is where. Nodes of unequal size are taken as one (N = 1,
+ * slot = rank); hosts is how many there are. */
+int tupe_comm_nodes(const tupe_comm *c);
+int tupe_comm_node_size(const tupe_comm *c);
+int tupe_comm_hosts(const tupe_comm *c);
+int tupe_comm_slot(const tupe_comm *c);
 /* "single", "mpi", "tcp" */
 const char *tupe_comm_backend(const tupe_comm *c);
 /* Where the rank numbers came from: "none", "mpirun", "srun", "env". */
@@ -58,6 +70,8 @@ int tupe_comm_allmax_i32(tupe_comm *c, int32_t *buf, size_t n, tupe_err *e);
  * out (shard floats). And the inverse gather: every rank's shard into all (world·shard). */
 int tupe_comm_reduce_scatter_f32(tupe_comm *c, const float *in, float *out, size_t shard, tupe_err *e);
 int tupe_comm_allgather_f32(tupe_comm *c, const float *shard_in, float *all, size_t shard, tupe_err *e);
+/* buf holds world pieces of `piece` floats, this rank's at its slot: every rank's to every rank. */
+int tupe_comm_gather_slots_f32(tupe_comm *c, float *buf, size_t piece, tupe_err *e);
 int tupe_comm_bcast(tupe_comm *c, void *buf, size_t bytes, int root, tupe_err *e);
 int tupe_comm_barrier(tupe_comm *c, tupe_err *e);
 
@@ -70,17 +84,28 @@ void tupe_comm_progress(tupe_comm *c, int64_t step);
 
 /* ---- gradients on be's device (train/gradsync.h) ---------------------------------------- */
 
+/* How the gradients are summed: TREE, in the fixed order of tupe_comm_dev_reduce on any path;
+ * NCCL, by NCCL's reduce-scatter, all-gather and all-reduce, in NCCL's order (which depends on
+ * the number of ranks and on the machines: not bit-identical across them), GPUs only. */
+enum { TUPE_REDUCE_TREE = 0, TUPE_REDUCE_NCCL = 1 };
+
 /* Chooses how device buffers travel: NCCL between GPUs (a CUDA backend, unless TUPE_NCCL=0;
  * rank 0's id goes to every rank through the host collectives), or host copies and the host
- * collectives. Every rank must call it, with its backend. */
-int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, tupe_err *e);
+ * collectives; and how they are summed (TUPE_REDUCE_*: NCCL is refused, TUPE_EUSAGE, on host
+ * copies). Every rank must call it, with its backend. */
+int tupe_comm_dev_open(tupe_comm *c, tupe_backend *be, int reduce, tupe_err *e);
 /* "nccl", "host", or "none" (one rank, or before tupe_comm_dev_open). */
 const char *tupe_comm_dev_path(const tupe_comm *c);
-/* buf holds world pieces of `piece` reals. This rank's piece becomes the sum over the ranks of
- * theirs, added in tupe_tree_sum_f's order and rounded as the real type is (the other pieces
- * of buf are left undefined). On NCCL it runs after the work queued so far and overlaps what
- * follows; tupe_comm_dev_join orders the later work after it. */
+/* buf holds world pieces of `piece` reals, piece s that of slot s. This rank's piece becomes
+ * the sum over the ranks of theirs (the other pieces of buf are left undefined), each sum
+ * rounded as the real type is: with TREE, over the places of each node by tupe_tree_sum_f's
+ * tree (backend/pointwise.h), then over the nodes by the same tree. With W a power of two that
+ * is the tree over all slots, the same for any number of nodes: the result depends only on the
+ * values of the slots. On NCCL it runs after the work queued so far and overlaps what follows;
+ * tupe_comm_dev_join orders the later work after it. */
 int tupe_comm_dev_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e);
+/* The same, then every piece to every rank: the whole sum on each (NCCL: its all-reduce). */
+int tupe_comm_dev_allreduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e);
 /* buf holds world pieces of `piece` elements, real (wide = 0) or wide: every rank's own piece
  * to every rank (an all-gather), ordered as tupe_comm_dev_reduce is. */
 int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,

@@ -14,7 +14,7 @@ struct tupe_gradsync {
     tupe_model *m;
     tupe_backend *be;
     tupe_comm *c;
-    int rank, world, zero, k;
+    int me, world, zero, k;      /* me: this rank's slot (train/comm.h) */
     size_t total, flat;
     leaf *plan;
     int depth;                   /* slots: 0 is the model's gradient buffer */
@@ -64,7 +64,7 @@ int tupe_gradsync_create(tupe_gradsync **out, tupe_model *m, tupe_comm *c,
     g->m = m;
     g->be = tupe_model_backend(m);
     g->c = c;
-    g->rank = tupe_comm_rank(c);
+    g->me = tupe_comm_slot(c);
     g->world = tupe_comm_world(c);
     g->zero = o->zero && g->world > 1;
     g->k = o->micro > 0 ? o->micro : 1;
@@ -132,8 +132,8 @@ int tupe_gradsync_create(tupe_gradsync **out, tupe_model *m, tupe_comm *c,
         if (g->zero) {
             for (int j = 0; j < g->nb; j++) {
                 size_t piece = (g->cut[j + 1] - g->cut[j]) / (size_t)g->world;
-                g->ranges[2 * g->nranges] = g->cut[j] + (size_t)g->rank * piece;
-                g->ranges[2 * g->nranges + 1] = g->cut[j] + (size_t)(g->rank + 1) * piece;
+                g->ranges[2 * g->nranges] = g->cut[j] + (size_t)g->me * piece;
+                g->ranges[2 * g->nranges + 1] = g->cut[j] + (size_t)(g->me + 1) * piece;
                 g->nranges++;
             }
         } else {
@@ -192,10 +192,8 @@ static int send_bucket(tupe_gradsync *g, int j, tupe_err *e)
                     top - lo, 1);
     tupe_dev *buf = tupe_dev_at(be, tupe_model_grads(g->m), lo);
     size_t piece = (hi - lo) / (size_t)g->world;
-    int rc = tupe_comm_dev_reduce(g->c, be, buf, piece, e);
-    if (!rc && !g->zero)
-        rc = tupe_comm_dev_gather(g->c, be, buf, piece, 0, e);
-    return rc;
+    return g->zero ? tupe_comm_dev_reduce(g->c, be, buf, piece, e)
+                   : tupe_comm_dev_allreduce(g->c, be, buf, piece, e);
 }
 
 /* model.h's grad-ready call of the last micro-batch: the buckets from lo up, top first. */
@@ -308,8 +306,7 @@ int tupe_gradsync_gather_state(tupe_gradsync *g, tupe_adamw *o, float **moments,
     for (int k = 0; k < 2 && !rc; k++)
         for (int j = 0; j < g->nb && !rc; j++) {
             size_t piece = (g->cut[j + 1] - g->cut[j]) / (size_t)g->world;
-            float *all = h + (size_t)k * g->flat + g->cut[j];
-            rc = tupe_comm_allgather_f32(g->c, all + (size_t)g->rank * piece, all, piece, e);
+            rc = tupe_comm_gather_slots_f32(g->c, h + (size_t)k * g->flat + g->cut[j], piece, e);
         }
     if (!rc) {
         memcpy(out, h, g->total * sizeof *out);

@@ -2,21 +2,26 @@
  * sent in buckets while the backward pass still runs, the optimizer sharded over the ranks
  * (ZeRO-1) or not, and its global norm.
  *
- * Order. The global batch is cut into n micro-batches, rank r of W holding those numbered
- * j = r, r + W, ...; each micro-batch's gradient is computed alone (into a buffer of its own),
- * and the n of them are added by the tree of tupe_tree_sum_f (backend/pointwise.h): each rank
- * adds its own by that tree (computing them in the order that needs the fewest buffers, post-
- * order: 0 4 2 6 1 5 3 7 for eight), then the ranks' sums are added by the same tree. With W a
- * power of two this is exactly the sum one process computes, so the weights do not depend on
- * the number of ranks, bit for bit (fp32 and bf16 alike).
+ * Order. The global batch is cut into n micro-batches, the rank of slot s of W (train/comm.h:
+ * slot = node + place * nodes) holding those numbered j = s, s + W, ...; each micro-batch's
+ * gradient is computed alone (into a buffer of its own), and the n of them are added by the
+ * tree of tupe_tree_sum_f (backend/pointwise.h): each rank adds its own by that tree
+ * (computing them in the order that needs the fewest buffers, post-order: 0 4 2 6 1 5 3 7 for
+ * eight), then the ranks' sums are added within each node by the same tree over the places,
+ * and the nodes' sums by the tree over the nodes (tupe_comm_dev_reduce). With W a power of
+ * two, N nodes of L ranks, the tree over slots node + place * N is the tree over the places
+ * then the nodes, and that is exactly the sum one process computes: the weights do not depend
+ * on the number of ranks or nodes, on which rank is on which node, nor on the timing, bit for
+ * bit (fp32 and bf16 alike). Otherwise they depend on W and N (the trees' shapes), and still
+ * on nothing else. NCCL's own reduction (TUPE_REDUCE_NCCL) sums in its order.
  *
  * Buckets. The flat gradient buffer is cut at layer boundaries into buckets of about
  * bucket_bytes; as the backward pass finishes each (it goes from the heads down to the
  * embeddings, model.h's grad-ready calls), the bucket's last micro-batch sums are added and it
  * is sent (tupe_comm_dev_reduce: on GPUs an all-to-all and a tree-sum kernel on a second
  * stream, while the compute stream goes on with the layers below). Only the last
- * micro-batch of a step communicates. Every rank ends with its piece (1/W of each bucket) of
- * the summed gradient; without sharding, the pieces are then gathered, so that every rank
+ * micro-batch of a step communicates. Every rank ends with its piece (1/W of each bucket, that
+ * of its slot) of the summed gradient; without sharding, the pieces are then gathered, so that every rank
  * updates everything alike; with ZeRO-1, each rank updates the parameters, fp32 master and
  * moments of its pieces only, and the parameters are gathered after the update.
  *

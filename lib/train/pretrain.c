@@ -63,6 +63,7 @@ typedef struct run {
     const tupe_pretrain_opts *o;
     tupe_comm *comm;
     int rank, world;
+    int slot;                    /* which sequences of a batch it reads (train/comm.h) */
     tupe_model *m;
     tupe_config cfg;
     const tupe_shard_meta *meta;
@@ -192,7 +193,7 @@ static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_er
     tupe_shardr_opts so;
     tupe_shardr_opts_init(&so);
     so.split = split;
-    so.rank = (uint32_t)r->rank;
+    so.rank = (uint32_t)r->slot;
     so.world = (uint32_t)r->world;
     so.shuffle = shuffle;
     so.seed = r->o->seed;
@@ -213,8 +214,9 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     uint64_t n = tupe_shardr_size(rd);
     if (limit > 0 && (uint64_t)limit < n)
         n = (uint64_t)limit;
-    /* This rank's positions below n: r, r + W, ... */
-    int64_t mine = n > (uint64_t)r->rank ? (int64_t)((n - (uint64_t)r->rank + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
+    /* This rank's positions below n: its slot s, s + W, ... */
+    uint64_t s = (uint64_t)r->slot;
+    int64_t mine = n > s ? (int64_t)((n - s + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
     double sums[3] = {0, 0, 0}; /* loss, correct, masked */
     uint64_t seqs = 0;
     for (int64_t done = 0; done < mine;) {
@@ -593,7 +595,7 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     int rc;
     if ((rc = resolve_config(&t->r, t->resume_from[0] ? t->resume_from : NULL, e)) ||
         (rc = mask_setup(&t->r, e)) || (rc = alloc_buffers(&t->r, t->per_rank, e)) ||
-        (rc = create_model(&t->r, be, e)) || (rc = tupe_comm_dev_open(t->r.comm, be, e)))
+        (rc = create_model(&t->r, be, e)) || (rc = tupe_comm_dev_open(t->r.comm, be, o->grad_reduce, e)))
         return rc;
     tupe_gradsync_opts go = {t->per_rank / t->r.mb, o->zero, (size_t)(o->bucket_mb * (1 << 20))};
     size_t nranges;
@@ -682,7 +684,8 @@ static int agree(trainer *t, tupe_err *e)
                      "--clip %.17g\n--no-decay-ln-bias %d\n--seed %llu\n--mask-prob %.17g\n"
                      "--log-every %lld\n--eval-every %lld\n--eval-sequences %lld\n"
                      "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
-                     "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n",
+                     "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n"
+                     "--grad-reduce %s\n",
                      o->model ? o->model : "(default)", o->position ? o->position : "(default)",
                      o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
                      (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
@@ -691,7 +694,7 @@ static int agree(trainer *t, tupe_err *e)
                      (long long)o->log_every, (long long)o->eval_every,
                      (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
                      o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
-                     o->bucket_mb);
+                     o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree");
     for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
         n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
@@ -786,12 +789,21 @@ static void announce(const trainer *t)
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
     if (kernels_line(r))
         say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
-    if (r->world > 1)
-        say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); gradients through %s in %d bucket%s "
-            "(%zu reals), optimizer state %s", tupe_comm_backend(r->comm),
-            tupe_comm_launcher(r->comm), tupe_comm_dev_path(r->comm), tupe_gradsync_buckets(t->gs),
+    if (r->world > 1) {
+        int N = tupe_comm_nodes(r->comm), L = tupe_comm_node_size(r->comm);
+        say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); %d node%s x %d rank%s; gradients "
+            "through %s in %d bucket%s (%zu reals), summed %s; optimizer state %s",
+            tupe_comm_backend(r->comm), tupe_comm_launcher(r->comm), N, N > 1 ? "s" : "", L,
+            L > 1 ? "s" : "", tupe_comm_dev_path(r->comm), tupe_gradsync_buckets(t->gs),
             tupe_gradsync_buckets(t->gs) > 1 ? "s" : "", tupe_model_flat_size(r->m),
+            o->grad_reduce == TUPE_REDUCE_NCCL ? "by NCCL's own collectives (in its order)"
+            : N > 1 ? "in a fixed order, within each node then across nodes" : "in a fixed order",
             o->zero ? "sharded over the ranks (ZeRO-1)" : "whole on every rank");
+        if (tupe_comm_hosts(r->comm) > N)
+            say(r, TUPE_NOTE_INFO, "the %d hosts have unequal numbers of ranks: the gradients "
+                "are summed as if on one node (more traffic between hosts)",
+                tupe_comm_hosts(r->comm));
+    }
     if (t->resume_from[0])
         say(r, TUPE_NOTE_INFO, "resumed from %s (step %lld)", t->resume_from, (long long)t->st.step);
     else if (o->resume)
@@ -866,11 +878,11 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
         return rc;
     /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
-     * micro-batch j = rank + mi * world (gradsync.h), whatever the number of ranks */
+     * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
     memset(t->mloss, 0, (size_t)n * sizeof *t->mloss);
     for (int i = 0; i < k; i++) {
-        int mi = tupe_gradsync_order(t->gs, i), j = r->rank + mi * r->world;
+        int mi = tupe_gradsync_order(t->gs, i), j = r->slot + mi * r->world;
         tupe_batch b;
         make_batch(r, mi, r->mb, k, &b);
         b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
@@ -1054,6 +1066,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     t->r.o = o;
     t->r.comm = comm;
     t->r.rank = tupe_comm_rank(comm);
+    t->r.slot = tupe_comm_slot(comm);
     t->r.world = tupe_comm_world(comm);
     t->res = res;
     tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
@@ -1089,6 +1102,7 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
     r.o = &oo;
     r.comm = comm;
     r.rank = tupe_comm_rank(comm);
+    r.slot = tupe_comm_slot(comm);
     r.world = tupe_comm_world(comm);
     r.mb = o->micro_batch > 0 ? o->micro_batch : 16;
     tupe_shardr *rd;

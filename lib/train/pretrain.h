@@ -67,6 +67,7 @@ typedef struct tupe_pretrain_opts {
     int no_tensorboard;          /* metrics.jsonl only */
     int zero;                    /* shard the optimizer over the ranks (ZeRO-1; 1) or not (0) */
     double bucket_mb;            /* MiB of gradients sent at a time (train/gradsync.h; 25) */
+    int grad_reduce;             /* TUPE_REDUCE_TREE (fixed order; default) or _NCCL (train/comm.h) */
 } tupe_pretrain_opts;
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */

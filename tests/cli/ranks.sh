@@ -19,15 +19,20 @@ port=$((20000 + ($$ * 7 + RANDOM) % 30000))
 export TUPE_COMM_TIMEOUT=30
 
 # ranks N VAR=VALUE... -- ARGS...: N ranks of tupe-pretrain train started by a loop, each with
-# RANK/WORLD_SIZE/LOCAL_RANK and the assignments given; stderr of rank r in $T/err.r, exit
-# statuses in $T/rcs ("0 0 ..."); rc is the first non-zero one.
+# RANK/WORLD_SIZE/LOCAL_RANK and the assignments given (HOSTS=A,B,...: rank r's node is
+# HOSTS[r], as NCCL_HOSTID); stderr of rank r in $T/err.r, exit statuses in $T/rcs ("0 0 ...");
+# rc is the first non-zero one.
 ranks() {
-    local n=$1 r pids=() envs=()
+    local n=$1 r pids=() envs=() hosts=()
     shift
-    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    while [ "$1" != -- ]; do
+        case $1 in HOSTS=*) IFS=, read -ra hosts <<<"${1#HOSTS=}" ;; *) envs+=("$1") ;; esac
+        shift
+    done
     shift
     for ((r = 0; r < n; r++)); do
-        env "${envs[@]}" RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n $P train "$@" 2>$T/err.$r >/dev/null &
+        env "${envs[@]}" ${hosts[r]:+NCCL_HOSTID=${hosts[r]}} RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n \
+            $P train "$@" 2>$T/err.$r >/dev/null &
         pids+=($!)
     done
     rc=0
@@ -54,7 +59,7 @@ run $P train "${common[@]}" -o one1 --micro-batch 1
 verdict "one process, micro-batches of 4, 2 and 1"
 
 ranks 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port -- "${common[@]:0:${#common[@]}-1}" -o tcp2
-[ $rc = 0 ] && has $T/err "ranks meet through tcp (env); gradients through host" && same one4 tcp2
+[ $rc = 0 ] && has $T/err "ranks meet through tcp (env); 1 node x 2 ranks; gradients through host" && same one4 tcp2
 verdict "2 ranks at MASTER_ADDR:MASTER_PORT (a for loop): the weights of one process, bit for bit"
 ranks 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port -- "${common[@]}" -o tcp2z0 --zero 0
 [ $rc = 0 ] && same one4 tcp2z0
@@ -62,6 +67,16 @@ verdict "... with the optimizer state whole on every rank (--zero 0)"
 ranks 4 TUPE_RENDEZVOUS_FILE=$T/rdzv -- "${common[@]}" -o file4
 [ $rc = 0 ] && same one2 file4 && [ ! -e $T/rdzv ]
 verdict "4 ranks through TUPE_RENDEZVOUS_FILE: the weights of one process (the file removed)"
+ranks 4 TUPE_RENDEZVOUS_FILE=$T/rdzv HOSTS=a,b,a,b -- "${common[@]:0:${#common[@]}-1}" -o nodes4
+[ $rc = 0 ] && has $T/err "2 nodes x 2 ranks; gradients through host" && same one2 nodes4
+verdict "4 ranks as 2 nodes x 2 (NCCL_HOSTID, every other rank): the weights of one process"
+ranks 4 TUPE_RENDEZVOUS_FILE=$T/rdzv HOSTS=a,a,b,c -- "${common[@]:0:${#common[@]}-1}" -o uneven4
+[ $rc = 0 ] && has $T/err "the 3 hosts have unequal numbers of ranks" && same one2 uneven4
+verdict "4 ranks on hosts of 2, 1 and 1: summed as one node, the weights of one process"
+ranks 2 TUPE_RENDEZVOUS_FILE=$T/rdzv -- "${common[@]}" -o red --grad-reduce nccl
+[ "$(cat $T/rcs)" = "2 2 " ] && has $T/err.0 "--grad-reduce nccl needs ranks on GPUs with NCCL" &&
+    has $T/err.1 "--grad-reduce nccl needs ranks on GPUs with NCCL"
+verdict "--grad-reduce nccl on CPU ranks: every rank stops (2), saying why"
 ranks 2 TUPE_RENDEZVOUS_FILE=$T/rdzv -- "${common[@]}" -o mb2 --micro-batch 2 --zero 0
 [ $rc = 0 ] && same one2 mb2
 verdict "2 ranks x 2 micro-batches: the weights of one process with 4"

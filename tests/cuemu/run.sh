@@ -228,6 +228,23 @@ part_ranks() {
     for_ranks 4 "$d/file4" "${file[@]}" -- --device cuda && same_weights "$d/one2" "$d/file4" "4 ranks, TUPE_RENDEZVOUS_FILE, ZeRO-1" || rc=1
     for_ranks 4 "$d/file4z0" "${file[@]}" -- --device cuda --zero 0 && same_weights "$d/one2" "$d/file4z0" "4 ranks, file, --zero 0" || rc=1
     for_ranks 2 "$d/mb2" "${file[@]}" -- --device cuda --micro-batch 2 && same_weights "$d/one2" "$d/mb2" "2 ranks x 2 micro-batches" || rc=1
+    # nodes: the fixed order within then across them, wherever the ranks are
+    for_ranks 4 "$d/n22" "${file[@]}" HOSTS=a,a,b,b -- --device cuda && grep -q '2 nodes x 2 ranks' "$d/n22.log" &&
+        same_weights "$d/one2" "$d/n22" "4 ranks as 2 nodes x 2 (NCCL_HOSTID)" || rc=1
+    for_ranks 4 "$d/n22z0" "${file[@]}" HOSTS=a,b,a,b -- --device cuda --zero 0 &&
+        same_weights "$d/one2" "$d/n22z0" "4 ranks as 2 nodes x 2, every other rank, --zero 0" || rc=1
+    for_ranks 4 "$d/n41" "${file[@]}" HOSTS=a,b,c,d -- --device cuda && grep -q '4 nodes x 1 rank;' "$d/n41.log" &&
+        same_weights "$d/one2" "$d/n41" "4 ranks as 4 nodes x 1" || rc=1
+    for_ranks 4 "$d/n22h" "${file[@]}" HOSTS=b,a,a,b TUPE_NCCL=0 -- --device cuda &&
+        same_weights "$d/one2" "$d/n22h" "4 ranks as 2 nodes x 2, TUPE_NCCL=0 (host copies)" host || rc=1
+    # NCCL's own sums: another order (cuemu's NCCL folds in rank order), so close, not the same
+    local w
+    for_ranks 4 "$d/n22n" "${file[@]}" HOSTS=a,a,b,b -- --device cuda --grad-reduce nccl &&
+        grep -q "summed by NCCL's own collectives" "$d/n22n.log" &&
+        w=$("$CB/tests/tupe-testtool" st-diff "$d/one2/checkpoints/step-00000004/model.safetensors" \
+            "$d/n22n/checkpoints/step-00000004/model.safetensors" | awk '{ print $2 }') &&
+        echo "DETAIL 4 ranks, --grad-reduce nccl: within $w of one GPU's weights (tolerance 1e-5)" &&
+        awk -v w="$w" 'BEGIN { exit !(w <= 1e-5) }' || { echo "--grad-reduce nccl: $w"; rc=1; }
     "$b/tupe-pretrain" train "${RC[@]/fp32/bf16}" -o "$d/one4b" --device cuda --micro-batch 4 &&
         for_ranks 2 "$d/bf2" "${tcp[@]}" -- --device cuda --precision bf16 &&
         same_weights "$d/one4b" "$d/bf2" "2 ranks in bf16" || rc=1
@@ -264,9 +281,10 @@ part_ranks() {
 # them (CUEMU_NCCL_BYTES): 4 ranks as 2 nodes x 2, the difference between runs of 4 and 2
 # steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G per
 # rank in all, and 2 (W-1)/W of the node's G over its L links across nodes.
-volume() { # NAME VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 when the total is not the ring's
-    local name=$1 d=$logs/volume s n=4 L=2
-    shift
+volume() { # NAME LIMIT VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 when the
+    # total is not the ring's or a rank sends more than LIMIT times the ring's share across nodes
+    local name=$1 limit=$2 d=$logs/volume s n=4 L=2
+    shift 2
     local envs=()
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
@@ -278,7 +296,7 @@ volume() { # NAME VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 
     local G
     G=$(sed -n 's/.*buckets (\([0-9]*\) reals).*/\1/p' "$d/$name.4.log" | head -1)
     [ -n "$G" ] || { echo "$name: no gradient size in the log"; return 1; }
-    awk -v name="$name" -v G=$((G * 4)) -v W=$n -v L=$L '
+    awk -v name="$name" -v G=$((G * 4)) -v W=$n -v L=$L -v limit="$limit" '
         FNR == 1 { f++ }
         { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
           r = v["rank"]; intra[f, r] = v["intra"]; inter[f, r] = v["inter"]; nodes = v["nodes"] }
@@ -295,13 +313,21 @@ volume() { # NAME VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 
                 if (x > mx) mx = x
             }
             printf "DETAIL %s (%d nodes x %d, G = %d bytes): per rank and step at most %.0f bytes inside its node and %.0f across, %.3f to %.3f of a ring'"'"'s 2(W-1)/W G in all, across nodes %.3f of its 2(W-1)/W G/L\n", name, nodes, W / nodes, G, ma, mx, lo, hi, worst
+            if (worst > limit) { printf "%s: across nodes %.3f of the ring'"'"'s share, more than %.2f\n", name, worst, limit; bad = 1 }
             exit bad
         }' "$d/$name.2.bytes" "$d/$name.4.bytes"
 }
 
 part_volume() {
+    local rc=0 tcp=(MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120)
     ranks_setup "$logs/volume" || return 1
-    volume zero1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$RPORT TUPE_COMM_TIMEOUT=120 -- || return 1
+    # the fixed order (within the nodes, then across): at most the ring's share across nodes
+    # (2 (N-1)/N of G/L: 2/3 of it at 2 x 2), the goal being 1.1
+    volume tree 1.1 "${tcp[@]}" -- || rc=1
+    volume tree-zero0 1.1 "${tcp[@]}" -- --zero 0 || rc=1
+    # NCCL's own (cuemu's counts: rings): the ring's share exactly
+    volume nccl 1.001 "${tcp[@]}" -- --grad-reduce nccl || rc=1
+    return $rc
 }
 
 part_ranks_faults() {

@@ -63,7 +63,7 @@ static int gpu_bench(tupe_comm *c, double mib, int iters)
     tupe_dev *buf = NULL;
     double ar = 0, gp = 0;
     int rc = tupe_backend_create_on(&be, "cuda", 1, tupe_backend_local_gpu(), &e);
-    if (!rc && (rc = tupe_comm_dev_open(c, be, &e)) == 0 && strcmp(tupe_comm_dev_path(c), "nccl") != 0)
+    if (!rc && (rc = tupe_comm_dev_open(c, be, TUPE_REDUCE_TREE, &e)) == 0 && strcmp(tupe_comm_dev_path(c), "nccl") != 0)
         rc = tupe_fail(&e, TUPE_EUSAGE, "gpu-bench needs NCCL between GPUs (path: %s)", tupe_comm_dev_path(c));
     if (!rc && !(buf = be->alloc(be, n * 4)))
         rc = tupe_fail(&e, TUPE_EFAIL, "out of GPU memory for %.0f MiB", mib);
