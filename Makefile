@@ -131,7 +131,7 @@ ifeq ($(CUEMU),1)
   NVFLAGS    := $(OPT) -I$(TOP)/lib -I$(TOP)/kernels -DTUPE_HAVE_NCCL=1 -Wall $(SANFLAGS)
 else ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DTUPE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  # NCCL is opened at run time, when ranks on GPUs first need it (kernels/backend_cuda.cu).
+  # NCCL is opened at run time, when ranks on GPUs first need it (kernels/collectives.cu).
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl -lstdc++
   LDLIBS   += $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
   NVFLAGS  := -std=c++17 -O2 -g -I$(TOP)/lib -I$(TOP)/kernels --expt-relaxed-constexpr \

@@ -1,7 +1,7 @@
 /* The compute backend: the tensor operations the model is made of, behind one interface so
  * that the same model code runs on the CPU (`cpu`: fp32, OpenBLAS sgemm for every matrix
  * product, OpenMP for the rest; backend_cpu.c) and on an NVIDIA GPU (`cuda` and `cuda-bf16`:
- * cuBLASLt for every product, kernels/backend_cuda.cu for the rest).
+ * cuBLASLt for every product, the kernels of kernels/ for the rest).
  *
  * Device memory is opaque to the caller: buffers are `tupe_dev *`, which the model never
  * dereferences; it only offsets them with tupe_dev_at() and moves data with upload/download.

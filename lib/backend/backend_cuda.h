@@ -1,4 +1,4 @@
-/* The CUDA backend (kernels/backend_cuda.cu), present in builds with CUDA=1 (TUPE_HAVE_CUDA).
+/* The CUDA backend (kernels/: kernels/README.md), present in builds with CUDA=1 (TUPE_HAVE_CUDA).
  * Reach it through tupe_backend_create / tupe_backend_open (backend.h); this header is for the
  * modules that need the device itself (comm: NCCL runs on the backend's second stream).
  *

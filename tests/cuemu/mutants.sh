@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make check-cuemu-mutants: shows that make check-cuemu catches broken kernels. Each mutant is a
-# copy of kernels/backend_cuda.cu with one deliberate bug; it is compiled and linked into a
-# tupe-parity of its own (the CUDA=emu build's library, its kernels replaced), and the parity
+# copy of the kernels (kernels/*.cu and *.cuh) with one deliberate bug in the one file its
+# substitution applies to; the .cu files that change (that file, or every .cu including a
+# changed header) are compiled and linked ahead of the CUDA=emu build's library into a
+# tupe-parity of its own (so their objects replace the library's), and the parity
 # parts of check-cuemu (tests/cuemu/run.sh: ops, ops-warps, ops-legacy, step-small,
 # step-t512, curve, for cuda then cuda-bf16) run on it until one fails. A mutant is caught
 # when a part fails; one line per mutant, naming the part, then "N passed, N failed" (a
@@ -13,7 +15,7 @@
 set -u
 : "${TUPE_SRC:?run through make check-cuemu-mutants}" "${CUEMU_BUILD:?}" "${NVCC:?}" "${CC:?}"
 : "${NVFLAGS:=}" "${LDFLAGS:=}" "${LDLIBS:=}"
-CU=$TUPE_SRC/kernels/backend_cuda.cu
+K=$TUPE_SRC/kernels
 M=$CUEMU_BUILD/mutants
 only=${CUEMU_MUTANTS:-}
 
@@ -34,18 +36,40 @@ for m in "${MUTANTS[@]}"; do
     name=${m%%|*} m=${m#*|} what=${m%%|*} sub=${m#*|}
     [ -z "$only" ] || [[ $name =~ $only ]] || continue
     d=$M/$name
-    rm -rf "$d" && mkdir -p "$d"
-    n=$(SUB=$sub perl -0777 -ne 'my $n = eval "\$_ =~ $ENV{SUB}g"; die $@ if $@; print $n + 0' "$CU")
-    SUB=$sub perl -0777 -pe 'eval "\$_ =~ $ENV{SUB}"; die $@ if $@' "$CU" >"$d/backend_cuda.cu"
-    if [ "$n" != 1 ] || cmp -s "$CU" "$d/backend_cuda.cu"; then
-        echo "not ok - mutant/$name: the substitution does not apply once to kernels/backend_cuda.cu (it changed?)"
+    rm -rf "$d" && mkdir -p "$d/kernels"
+    cp "$K"/*.cu "$K"/*.cuh "$d/kernels/"
+    # the one file the substitution changes, exactly once
+    hits=() n=0
+    for f in "$K"/*.cu "$K"/*.cuh; do
+        c=$(SUB=$sub perl -0777 -ne 'my $n = eval "\$_ =~ $ENV{SUB}g"; die $@ if $@; print $n + 0' "$f")
+        [ "$c" -gt 0 ] && hits+=("$(basename "$f")") && n=$((n + c))
+    done
+    if [ "$n" != 1 ]; then
+        echo "not ok - mutant/$name: the substitution applies $n times to kernels/ (once wanted: it changed?)"
         fail=$((fail + 1))
         continue
     fi
+    f=${hits[0]}
+    SUB=$sub perl -0777 -pe 'eval "\$_ =~ $ENV{SUB}"; die $@ if $@' "$K/$f" >"$d/kernels/$f"
+    # the changed file if it is a .cu, else the .cu files that include it (through headers too)
+    units=("$f") objs=() built=1
+    while [ ${#units[@]} -gt 0 ]; do
+        u=${units[0]} units=("${units[@]:1}")
+        case $u in
+        *.cuh) mapfile -t -O ${#units[@]} units < <(cd "$d/kernels" &&
+                   grep -l "#include \"${u//./\\.}\"" -- *.cu *.cuh | sort -u) ;;
+        *) o=$d/${u%.cu}.o
+           [ -e "$o" ] && continue
+           # shellcheck disable=SC2086
+           $NVCC $NVFLAGS -DTUPE_HAVE_CUDA=1 -c "$d/kernels/$u" -o "$o" >>"$d/build.log" 2>&1 ||
+               built=0
+           objs+=("$o") ;;
+        esac
+    done
     # shellcheck disable=SC2086
-    if ! $NVCC $NVFLAGS -DTUPE_HAVE_CUDA=1 -c "$d/backend_cuda.cu" -o "$d/backend_cuda.o" >"$d/build.log" 2>&1 ||
-       ! cp "$CUEMU_BUILD/libtupe.a" "$d/libtupe.a" || ! ar r "$d/libtupe.a" "$d/backend_cuda.o" 2>>"$d/build.log" ||
-       ! $CC $LDFLAGS "$CUEMU_BUILD/obj/tools/tupe-parity.o" "$d/libtupe.a" $LDLIBS -o "$d/tupe-parity" >>"$d/build.log" 2>&1; then
+    if [ $built = 0 ] || [ ${#objs[@]} = 0 ] ||
+       ! $CC $LDFLAGS "$CUEMU_BUILD/obj/tools/tupe-parity.o" "${objs[@]}" "$CUEMU_BUILD/libtupe.a" $LDLIBS \
+           -o "$d/tupe-parity" >>"$d/build.log" 2>&1; then
         echo "not ok - mutant/$name: does not build"
         sed 's/^/#   /' "$d/build.log" | tail -10
         fail=$((fail + 1))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make check-cuemu: the CUDA backend (kernels/backend_cuda.cu) run on cuemu, the CPU emulation
+# make check-cuemu: the CUDA backend (kernels/) run on cuemu, the CPU emulation
 # of a GPU (tests/cuemu/README.md), against the CPU backend, in fp32 (`cuda`) and bf16
 # (`cuda-bf16`). Parts, several at a time (CUEMU_JOBS, default: the cores):
 #

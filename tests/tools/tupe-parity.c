@@ -17,6 +17,11 @@
  *   tupe-parity bench --dev cuda --model bert-base --position bert-a --batch 64 --seq 128
  *                     step time, tokens/s and MFU (of --peak TFLOP/s, default 989)
  *
+ * --digest adds after every comparison a line "DIGEST <op> <variant> <output> <hash>", the
+ * FNV-1a hash of the device's values (the loss of every step of a curve too): two builds of a
+ * backend whose digests agree computed the same bits (a refactoring that must change no
+ * result is checked with it).
+ *
  * On a machine without a GPU, `--ref cpu64 --dev cpu` exercises the harness itself (make
  * check does). Inputs are pseudo-random from --seed; with a bf16 device the real-valued inputs
  * are rounded to bf16 first, so that both backends see the same values. */
@@ -154,6 +159,19 @@ static void rel(pair *P, buf *b)
     b->d[0] = b->d[1] = NULL;
 }
 
+static int DIGEST; /* --digest */
+
+/* The FNV-1a hash of the device's values of a comparison, when --digest. */
+static void digest(const char *op, const char *var, const char *out, const void *p, size_t bytes)
+{
+    if (!DIGEST)
+        return;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    printf("DIGEST %-14s %-22s %-10s %016llx\n", op, var, out, (unsigned long long)h);
+}
+
 static void verdict(pair *P, const char *op, const char *var, const char *out, double maxabs,
                     double err, double tol)
 {
@@ -193,6 +211,7 @@ static void cmp_floor(pair *P, const char *op, const char *var, const char *out,
     }
     big = big > floor ? big : floor;
     verdict(P, op, var, out, mabs, big > 0 ? mabs / big : mabs, tol);
+    digest(op, var, out, d, n * sizeof *d);
 }
 
 static void cmp_host(pair *P, const char *op, const char *var, const char *out, const float *r,
@@ -223,6 +242,7 @@ static void cmp_val(pair *P, const char *op, const char *var, const char *out, d
         return;
     double a = fabs(d - r);
     verdict(P, op, var, out, a, fabs(r) > 0 ? a / fabs(r) : a, tol);
+    digest(op, var, out, &d, sizeof d);
 }
 
 /* Tolerances: fp32 storage (exact fp32 products unless TF32), or bf16 storage. */
@@ -939,6 +959,7 @@ static int cmd_curve(pair *P, const char *model, const char *position, int steps
             first[0] = loss[0], first[1] = loss[1];
         last[0] = loss[0], last[1] = loss[1];
         printf("CURVE %s step %d ref %.6f dev %.6f\n", model, t, loss[0], loss[1]);
+        digest("curve", model, "loss", &loss[1], sizeof loss[1]);
         free_batch(&b);
     }
     char var[64];
@@ -1007,7 +1028,7 @@ static void usage(void)
     fprintf(stderr, "usage: tupe-parity ops|step|curve|bench [--ref NAME] [--dev NAME] [--small]\n"
                     "       [--only GROUP]\n"
                     "       [--model M] [--position P] [--tie-cls] [--batch B] [--seq T]\n"
-                    "       [--steps N] [--peak TFLOPS] [--seed N]\n");
+                    "       [--steps N] [--peak TFLOPS] [--seed N] [--digest]\n");
 }
 
 int main(int argc, char **argv)
@@ -1026,6 +1047,8 @@ int main(int argc, char **argv)
             small = 1;
         else if (strcmp(a, "--tie-cls") == 0)
             tie = 1;
+        else if (strcmp(a, "--digest") == 0)
+            DIGEST = 1;
         else if (!v) {
             usage();
             return 2;

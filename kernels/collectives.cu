@@ -1,0 +1,568 @@
+/* Communication between the GPUs of ranks: NCCL, opened at run time; the host's waits on a
+ * stream (which give up when a rank is gone); the fixed-order sum of the pieces of an
+ * all-to-all. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "collectives.cuh"
+
+/* NCCL is optional: with its header, the library is opened when ranks on GPUs first need it. */
+#ifndef TUPE_HAVE_NCCL
+#if __has_include(<nccl.h>)
+#define TUPE_HAVE_NCCL 1
+#else
+#define TUPE_HAVE_NCCL 0
+#endif
+#endif
+#if TUPE_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+/* ---- NCCL ------------------------------------------------------------------------------------ */
+
+/* libnccl is opened at run time, not linked: the programs start on machines whose CUDA has no
+ * NCCL (it ships apart from the toolkit), and single-GPU runs never need it. The table is
+ * filled once per process and never changes after.
+ *
+ * Collectives run on a second stream of the backend (cs), so that the gradients of one part
+ * of the model travel while the backward pass computes the next: each operation first makes
+ * cs wait for the work queued so far on the compute stream (an event), and
+ * tupe_backend_cuda_comm_join makes the compute stream wait for cs. The communicator is
+ * initialized non-blocking and polled, so that no wait on another rank is ever without end:
+ * tupe_backend_cuda_nccl_abort (any thread: the collectives module calls it when a rank is
+ * known gone) aborts it, and every host wait polls, giving up after the timeout. */
+#if TUPE_HAVE_NCCL
+static_assert(sizeof(ncclUniqueId) == TUPE_NCCL_ID_BYTES, "NCCL unique id size");
+
+typedef struct nccl_api {
+    ncclResult_t (*get_unique_id)(ncclUniqueId *);
+    ncclResult_t (*init_config)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*finalize)(ncclComm_t);
+    ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*abort)(ncclComm_t);
+    const char *(*error_string)(ncclResult_t);
+    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                               ncclComm_t, cudaStream_t);
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                               cudaStream_t);
+    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*group_start)(void);
+    ncclResult_t (*group_end)(void);
+    char why[300];      /* empty when loaded */
+} nccl_api;
+
+static nccl_api NCCL;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+static void nccl_load(void)
+{
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(NCCL.why, sizeof NCCL.why, "cannot load libnccl.so.2 (%s)", dlerror());
+        return;
+    }
+    struct {
+        void **p;
+        const char *name;
+    } syms[] = {{(void **)&NCCL.get_unique_id, "ncclGetUniqueId"},
+                {(void **)&NCCL.init_config, "ncclCommInitRankConfig"},
+                {(void **)&NCCL.async_error, "ncclCommGetAsyncError"},
+                {(void **)&NCCL.finalize, "ncclCommFinalize"},
+                {(void **)&NCCL.destroy, "ncclCommDestroy"},
+                {(void **)&NCCL.abort, "ncclCommAbort"},
+                {(void **)&NCCL.error_string, "ncclGetErrorString"},
+                {(void **)&NCCL.all_reduce, "ncclAllReduce"},
+                {(void **)&NCCL.all_gather, "ncclAllGather"},
+                {(void **)&NCCL.broadcast, "ncclBroadcast"},
+                {(void **)&NCCL.send, "ncclSend"},
+                {(void **)&NCCL.recv, "ncclRecv"},
+                {(void **)&NCCL.group_start, "ncclGroupStart"},
+                {(void **)&NCCL.group_end, "ncclGroupEnd"}};
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].p = dlsym(h, syms[i].name))) {
+            snprintf(NCCL.why, sizeof NCCL.why, "libnccl.so.2 has no %s (NCCL 2.18 or later "
+                     "is needed)", syms[i].name);
+            return;
+        }
+}
+
+/* The loaded library, or NULL with the reason in e. */
+static const nccl_api *nccl(tupe_err *e)
+{
+    pthread_once(&nccl_once, nccl_load);
+    if (NCCL.why[0]) {
+        tupe_fail(e, TUPE_EFAIL, "NCCL: %s; install NCCL (libnccl2) or set TUPE_NCCL=0 to sum "
+                  "gradients through host copies", NCCL.why);
+        return NULL;
+    }
+    return &NCCL;
+}
+
+struct nccl_link {
+    ncclComm_t comm;
+    int rank, world;
+    cudaStream_t cs;                /* the communication stream */
+    cudaEvent_t after_compute, after_comm;
+    void *scr;                      /* the pieces received from the other ranks */
+    size_t scr_bytes;
+    double timeout;                 /* seconds a host wait may last */
+    tupe_nccl_hint_fn hint;         /* what the other ranks are doing, for a timeout's message */
+    void *hint_ctx;
+    pthread_mutex_t mu;             /* NCCL calls against an abort from another thread */
+    volatile int aborted;
+    char why[400];
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Aborts the communicator once, keeping the first reason (nl->mu held). */
+static void abort_locked(nccl_link *nl, const char *why)
+{
+    if (nl->aborted)
+        return;
+    snprintf(nl->why, sizeof nl->why, "%s", why);
+    nl->aborted = 1;
+    if (nl->comm)
+        NCCL.abort(nl->comm);
+    nl->comm = NULL;
+}
+
+/* A result of an NCCL call on a non-blocking communicator: ncclInProgress means "poll until it
+ * is done". 0, or 1 with the reason in pr's error (nl->mu held). */
+static int nccl_done(cu_priv *pr, ncclResult_t r, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    double t0 = now_s();
+    while (r == ncclInProgress && nl->comm) {
+        if (NCCL.async_error(nl->comm, &r) != ncclSuccess)
+            break;
+        if (r == ncclInProgress) {
+            if (now_s() - t0 > nl->timeout) {
+                abort_locked(nl, "NCCL: an operation did not start in time");
+                break;
+            }
+            sleep_us(50);
+        }
+    }
+    if (r == ncclSuccess)
+        return 0;
+    char msg[300];
+    snprintf(msg, sizeof msg, "NCCL %s: %s", what, NCCL.error_string(r));
+    abort_locked(nl, msg);
+    set_err(pr, "%s%s", nl->why, "");
+    return 1;
+}
+
+int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return ck(pr, cudaStreamSynchronize(st), what);
+    double t0 = now_s();
+    for (long i = 0;; i++) {
+        cudaError_t r = cudaStreamQuery(st);
+        if (r == cudaSuccess)
+            break;
+        if (r != cudaErrorNotReady)
+            return ck(pr, r, what);
+        if (nl->aborted)
+            break;
+        ncclResult_t ae = ncclSuccess;
+        pthread_mutex_lock(&nl->mu);
+        if (nl->comm && NCCL.async_error(nl->comm, &ae) == ncclSuccess && ae != ncclSuccess &&
+            ae != ncclInProgress) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "NCCL: %s", NCCL.error_string(ae));
+            abort_locked(nl, msg);
+        } else if (now_s() - t0 > nl->timeout) {
+            char msg[400], h[240] = "";
+            if (nl->hint)
+                nl->hint(nl->hint_ctx, h, sizeof h);
+            snprintf(msg, sizeof msg, "rank %d: the GPU work waiting on the other ranks did not "
+                     "finish within %.0f s (TUPE_COMM_TIMEOUT)%s%s", nl->rank, nl->timeout,
+                     h[0] ? ": " : "", h);
+            abort_locked(nl, msg);
+        }
+        pthread_mutex_unlock(&nl->mu);
+        sleep_us(i < 100 ? 20 : i < 1000 ? 100 : 1000);
+    }
+    if (nl->aborted) {
+        /* the aborted collectives have left the streams: what they wrote is not to be used */
+        cudaStreamSynchronize(st);
+        set_err(pr, "%s%s", nl->why, "");
+        return 1;
+    }
+    return 0;
+}
+
+void nccl_destroy(cu_priv *pr)
+{
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return;
+    if (!pr->err)
+        wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    pthread_mutex_lock(&nl->mu);
+    if (nl->comm) {
+        if (!pr->err) {
+            ncclResult_t r = NCCL.finalize(nl->comm);
+            double t0 = now_s();
+            while (r == ncclInProgress && now_s() - t0 < nl->timeout &&
+                   NCCL.async_error(nl->comm, &r) == ncclSuccess)
+                if (r == ncclInProgress)
+                    sleep_us(100);
+            if (r == ncclSuccess)
+                NCCL.destroy(nl->comm);
+            else
+                NCCL.abort(nl->comm);
+        } else {
+            NCCL.abort(nl->comm);
+        }
+        nl->comm = NULL;
+    }
+    pthread_mutex_unlock(&nl->mu);
+    cudaStreamSynchronize(nl->cs);
+    cudaEventDestroy(nl->after_compute);
+    cudaEventDestroy(nl->after_comm);
+    if (nl->scr)
+        cudaFree(nl->scr);
+    cudaStreamDestroy(nl->cs);
+    pthread_mutex_destroy(&nl->mu);
+    free(nl);
+    pr->nl = NULL;
+}
+
+extern "C" int tupe_backend_cuda_nccl_load(tupe_err *e) { return nccl(e) ? 0 : TUPE_EFAIL; }
+
+extern "C" int tupe_backend_cuda_nccl_id(void *id, tupe_err *e)
+{
+    const nccl_api *nc = nccl(e);
+    if (!nc)
+        return TUPE_EFAIL;
+    ncclUniqueId u;
+    ncclResult_t r = nc->get_unique_id(&u);
+    if (r != ncclSuccess)
+        return tupe_fail(e, TUPE_EFAIL, "NCCL: cannot make a unique id: %s",
+                         nc->error_string(r));
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int rank, int world,
+                                           double timeout, tupe_nccl_hint_fn hint,
+                                           void *hint_ctx, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    if (pr->nl)
+        return 0;
+    if (pr->err)
+        return cu_check(be, e);
+    const nccl_api *nc = nccl(e);
+    if (!nc)
+        return TUPE_EFAIL;
+    nccl_link *nl = (nccl_link *)calloc(1, sizeof *nl);
+    if (!nl)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    pthread_mutex_init(&nl->mu, NULL);
+    nl->rank = rank;
+    nl->world = world;
+    nl->timeout = timeout > 0 ? timeout : 600;
+    nl->hint = hint;
+    nl->hint_ctx = hint_ctx;
+    cudaSetDevice(pr->dev);
+    if (CK(cudaStreamCreateWithFlags(&nl->cs, cudaStreamNonBlocking)) ||
+        CK(cudaEventCreateWithFlags(&nl->after_compute, cudaEventDisableTiming)) ||
+        CK(cudaEventCreateWithFlags(&nl->after_comm, cudaEventDisableTiming))) {
+        pthread_mutex_destroy(&nl->mu);
+        free(nl);
+        return cu_check(be, e);
+    }
+    pr->nl = nl;
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0; /* polled below, so that a rank that never comes ends in a message */
+    ncclResult_t r = nc->init_config(&nl->comm, world, u, rank, &cfg);
+    double t0 = now_s();
+    while (r == ncclInProgress) {
+        if (nc->async_error(nl->comm, &r) != ncclSuccess)
+            break;
+        if (r != ncclInProgress)
+            break;
+        if (nl->aborted) {
+            r = ncclRemoteError;
+            break;
+        }
+        if (now_s() - t0 > nl->timeout) {
+            pthread_mutex_lock(&nl->mu);
+            abort_locked(nl, "");
+            pthread_mutex_unlock(&nl->mu);
+            nccl_destroy(pr);
+            return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d: the other ranks did "
+                             "not join within %.0f s (TUPE_COMM_TIMEOUT)", rank, world, pr->dev,
+                             timeout);
+        }
+        sleep_us(1000);
+    }
+    if (r != ncclSuccess) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", nl->aborted ? nl->why : nc->error_string(r));
+        nccl_destroy(pr);
+        return tupe_fail(e, TUPE_EFAIL, "NCCL: rank %d of %d on GPU %d cannot join: %s", rank,
+                         world, pr->dev, why);
+    }
+    return 0;
+}
+
+extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why)
+{
+    nccl_link *nl = be ? PR(be)->nl : NULL;
+    if (!nl)
+        return;
+    pthread_mutex_lock(&nl->mu);
+    abort_locked(nl, why);
+    pthread_mutex_unlock(&nl->mu);
+}
+
+/* Starts a communication: cs waits for the compute stream's work queued so far. 0, or 1 (the
+ * error kept; nl->mu held either way). */
+static int comm_begin(cu_priv *pr, const char *what)
+{
+    nccl_link *nl = pr->nl;
+    pthread_mutex_lock(&nl->mu);
+    if (nl->aborted) {
+        set_err(pr, "%s%s", nl->why, "");
+        return 1;
+    }
+    if (pr->err)
+        return 1;
+    (void)what;
+    return CK(cudaEventRecord(nl->after_compute, pr->s)) ||
+           CK(cudaStreamWaitEvent(nl->cs, nl->after_compute, 0));
+}
+
+static int comm_end(cu_priv *pr, tupe_err *e)
+{
+    pthread_mutex_unlock(&pr->nl->mu);
+    if (pr->err)
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    return 0;
+}
+
+static int no_link(cu_priv *pr, tupe_err *e)
+{
+    if (pr->err)
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    return tupe_fail(e, TUPE_EFAIL, "NCCL used before tupe_backend_cuda_nccl_init");
+}
+
+/* nl->scr of at least `bytes` (growing it waits for cs, which may still read the old one). */
+static void *comm_scratch(cu_priv *pr, size_t bytes)
+{
+    nccl_link *nl = pr->nl;
+    if (nl->scr_bytes >= bytes)
+        return nl->scr;
+    pthread_mutex_unlock(&nl->mu);
+    int bad = wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    pthread_mutex_lock(&nl->mu);
+    if (bad || nl->aborted)
+        return NULL;
+    if (nl->scr)
+        cudaFree(nl->scr);
+    nl->scr = NULL;
+    nl->scr_bytes = 0;
+    if (CK(cudaMalloc(&nl->scr, bytes)))
+        return NULL;
+    nl->scr_bytes = bytes;
+    return nl->scr;
+}
+
+/* Each element i of this rank's piece: the ranks' values summed by tupe_tree_sum_f's tree, in
+ * place over the pieces (slot q is rank q's piece as received; this rank's own is `own`),
+ * each sum rounded to T as stored. */
+template <class T>
+__global__ void k_tree_pieces(T *own, T *slots, int world, int rank, size_t piece)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= piece)
+        return;
+    int m = 1;
+    while (m < world)
+        m <<= 1;
+    for (m >>= 1; m >= 1; m >>= 1)
+        for (int c = 0; c < m && c + m < world; c++) {
+            T *a = c == rank ? own : slots + (size_t)c * piece;
+            T *b = c + m == rank ? own : slots + (size_t)(c + m) * piece;
+            stv(a, i, ldv(a, i) + ldv(b, i));
+        }
+    if (rank != 0)
+        own[i] = slots[i];
+}
+
+extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
+                                               tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "reduce") || piece == 0)
+        return comm_end(pr, e);
+    size_t es = (size_t)be->esize;
+    char *scr = (char *)comm_scratch(pr, (size_t)nl->world * piece * es);
+    if (!scr)
+        return comm_end(pr, e);
+    ncclDataType_t t = pr->bf16 ? ncclBfloat16 : ncclFloat32;
+    char *b = (char *)buf;
+    int bad = nccl_done(pr, NCCL.group_start(), "group");
+    for (int q = 0; q < nl->world && !bad; q++) {
+        if (q == nl->rank)
+            continue;
+        bad = nccl_done(pr, NCCL.send(b + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
+                        "send") ||
+              nccl_done(pr, NCCL.recv(scr + (size_t)q * piece * es, piece, t, q, nl->comm, nl->cs),
+                        "receive");
+    }
+    if (!bad)
+        bad = nccl_done(pr, NCCL.group_end(), "group");
+    if (!bad) {
+        char *own = b + (size_t)nl->rank * piece * es;
+        if (pr->bf16)
+            k_tree_pieces<bf16><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
+                (bf16 *)own, (bf16 *)scr, nl->world, nl->rank, piece);
+        else
+            k_tree_pieces<float><<<nblocks(piece, 256), 256, 0, nl->cs>>>(
+                (float *)own, (float *)scr, nl->world, nl->rank, piece);
+        LAUNCHED("k_tree_pieces");
+    }
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, size_t piece,
+                                               size_t elem, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "gather") || piece == 0)
+        return comm_end(pr, e);
+    size_t bytes = piece * elem;
+    char *b = (char *)buf;
+    nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes, ncclUint8, nl->comm,
+                                  nl->cs), "all-gather");
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t bytes, int root,
+                                       tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "broadcast") || bytes == 0)
+        return comm_end(pr, e);
+    nccl_done(pr, NCCL.broadcast(buf, buf, bytes, ncclUint8, root, nl->comm, nl->cs), "broadcast");
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n,
+                                           tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    if (comm_begin(pr, "all-reduce") || n == 0)
+        return comm_end(pr, e);
+    nccl_done(pr, NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                  nl->comm, nl->cs), "all-reduce");
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    pthread_mutex_lock(&nl->mu);
+    if (nl->aborted)
+        set_err(pr, "%s%s", nl->why, "");
+    else if (!pr->err && !CK(cudaEventRecord(nl->after_comm, nl->cs)))
+        CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    if (pr->err)
+        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    return 0;
+}
+#else
+void nccl_destroy(cu_priv *) {}
+
+int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
+{
+    return ck(pr, cudaStreamSynchronize(st), what);
+}
+
+static int no_nccl(tupe_err *e)
+{
+    return tupe_fail(e, TUPE_EUSAGE, "NCCL: this build has none (nccl.h was not found when it "
+                     "was compiled); set TUPE_NCCL=0 to sum gradients through host copies");
+}
+
+extern "C" int tupe_backend_cuda_nccl_load(tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_nccl_id(void *, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *, const void *, int, int, double,
+                                           tupe_nccl_hint_fn, void *, tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *, const char *) {}
+extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *, tupe_dev *, size_t, size_t,
+                                               tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_bcast(tupe_backend *, tupe_dev *, size_t, int, tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_allreduce(tupe_backend *, tupe_dev *, size_t, tupe_err *e)
+{
+    return no_nccl(e);
+}
+extern "C" int tupe_backend_cuda_comm_join(tupe_backend *, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *, tupe_err *e) { return no_nccl(e); }
+#endif

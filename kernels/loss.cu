@@ -1,0 +1,162 @@
+/* Losses: the cross-entropy over the vocabulary (one block per row: log-sum-exp, first
+ * argmax) and its gradient; the squared error of regression. Sums in a fixed tree. */
+#include "loss.cuh"
+
+template <class T>
+__global__ void k_xent_rows(float *lse, double *loss, double *ok, const T *logits,
+                            const int32_t *labels, int V)
+{
+    __shared__ float red[32];
+    __shared__ int redi[32];
+    int m = blockIdx.x;
+    const T *l = logits + (size_t)m * V;
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        mx = fmaxf(mx, ldv(l, v));
+    mx = block_max(mx, red);
+    int arg = V - 1;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        if (ldv(l, v) == mx && v < arg)
+            arg = v;
+    arg = block_min_int(arg, redi);
+    float s = 0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        s += tupe_expf(ldv(l, v) - mx);
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) {
+        float z = mx + logf(s);
+        lse[m] = z;
+        loss[m] = (double)z - (double)ldv(l, labels[m]);
+        ok[m] = arg == labels[m] ? 1.0 : 0.0;
+    }
+}
+
+/* out[0] = sum of a[0..n), out[1] = sum of b[0..n) (b may be NULL), fixed tree. */
+__global__ void k_sum2(const double *a, const double *b, int n, double *out)
+{
+    __shared__ double sh[32];
+    double sa = 0, sb = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        sa += a[i];
+        if (b)
+            sb += b[i];
+    }
+    double ta = block_sum_d(sa, sh);
+    double tb = block_sum_d(sb, sh);
+    if (threadIdx.x == 0) {
+        out[0] = ta;
+        out[1] = tb;
+    }
+}
+
+double cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
+                          const int32_t *labels, int M, int V, int64_t *correct)
+{
+    cu_priv *pr = PR(be);
+    if (correct)
+        *correct = 0;
+    if (pr->err || M <= 0 || V <= 0)
+        return 0;
+    double *tmp = (double *)scratch(pr, SC_COL, 2 * (size_t)M * sizeof(double));
+    if (!tmp)
+        return 0;
+    if (pr->bf16)
+        k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
+                                                         (const bf16 *)logits, labels, V);
+    else
+        k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
+                                                          (const float *)logits, labels, V);
+    LAUNCHED("k_xent_rows");
+    k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, pr->dres + RED_PARTS);
+    LAUNCHED("k_sum2");
+    if (pr->err || fetch_res(pr, RED_PARTS, 2))
+        return 0;
+    if (correct)
+        *correct = (int64_t)llround(pr->hres[1]);
+    return pr->hres[0];
+}
+
+/* dlogits = scale softmax - scale onehot; in place allowed. */
+template <class T>
+__global__ void k_xent_bwd(T *d, const T *logits, const float *lse, const int32_t *labels, int V,
+                           size_t n, float s)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= n)
+        return;
+    int m = (int)(x / V), v = (int)(x % V);
+    float o = __fmul_rn(s, tupe_expf(ldv(logits, x) - lse[m]));
+    if (v == labels[m])
+        o = o - s;
+    stv(d, x, o);
+}
+
+void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                        const tupe_dev *lse, const int32_t *labels, int M, int V, double scale)
+{
+    cu_priv *pr = PR(be);
+    size_t n = (size_t)M * V;
+    if (pr->err || n == 0)
+        return;
+    if (pr->bf16)
+        k_xent_bwd<bf16><<<nblocks(n, 256), 256, 0, pr->s>>>(
+            (bf16 *)dlogits, (const bf16 *)logits, (const float *)lse, labels, V, n, (float)scale);
+    else
+        k_xent_bwd<float><<<nblocks(n, 256), 256, 0, pr->s>>>(
+            (float *)dlogits, (const float *)logits, (const float *)lse, labels, V, n,
+            (float)scale);
+    LAUNCHED("k_xent_bwd");
+}
+
+template <class T> __global__ void k_mse(const T *p, const float *t, int M, double *out)
+{
+    __shared__ double sh[32];
+    double s = 0;
+    for (int m = threadIdx.x; m < M; m += blockDim.x) {
+        double e = (double)ldv(p, m) - (double)t[m];
+        s += e * e;
+    }
+    double tot = block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        out[0] = tot;
+}
+
+double cu_mse_fwd(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || M <= 0)
+        return 0;
+    if (pr->bf16)
+        k_mse<bf16><<<1, BS, 0, pr->s>>>((const bf16 *)pred, (const float *)target, M,
+                                         pr->dres + RED_PARTS);
+    else
+        k_mse<float><<<1, BS, 0, pr->s>>>((const float *)pred, (const float *)target, M,
+                                          pr->dres + RED_PARTS);
+    LAUNCHED("k_mse");
+    if (pr->err || fetch_res(pr, RED_PARTS, 1))
+        return 0;
+    return pr->hres[0];
+}
+
+template <class T>
+__global__ void k_mse_bwd(T *d, const T *p, const float *t, int M, double scale)
+{
+    int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m < M)
+        stv(d, m, (float)(scale * 2.0 * ((double)ldv(p, m) - (double)t[m])));
+}
+
+void cu_mse_bwd(tupe_backend *be, tupe_dev *dpred, const tupe_dev *pred,
+                       const tupe_dev *target, int M, double scale)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || M <= 0)
+        return;
+    if (pr->bf16)
+        k_mse_bwd<bf16><<<nblocks((size_t)M, 256), 256, 0, pr->s>>>(
+            (bf16 *)dpred, (const bf16 *)pred, (const float *)target, M, scale);
+    else
+        k_mse_bwd<float><<<nblocks((size_t)M, 256), 256, 0, pr->s>>>(
+            (float *)dpred, (const float *)pred, (const float *)target, M, scale);
+    LAUNCHED("k_mse_bwd");
+}
