@@ -27,6 +27,7 @@
 #include "layernorm.cuh"
 #include "loss.cuh"
 #include "matmul.cuh"
+#include "measure.cuh"
 #include "norm.cuh"
 #include "position.cuh"
 
@@ -42,6 +43,7 @@ static void cu_destroy(tupe_backend *be)
         if (pr->s)
             SYNC(pr);
         nccl_destroy(pr); /* before anything it may still use is freed */
+        measure_destroy(pr);
         for (int i = 0; i < pr->nplans; i++)
             destroy_plan(&pr->plans[i]);
         for (int i = 0; i < SC_N; i++)

@@ -81,6 +81,7 @@ typedef struct cu_priv {
     gemm_plan plans[PLAN_CAP];
     int nplans;
     long long gemm_lt, gemm_legacy; /* products run through each path */
+    struct op_timing *tm;           /* per-operation timing (measure.cu), once asked for */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
     char msg[512];
@@ -118,6 +119,15 @@ static inline unsigned nblocks(size_t n, int bs)
     size_t b = (n + (size_t)bs - 1) / (size_t)bs;
     return (unsigned)(b ? b : 1);
 }
+
+/* TUPE_DEV_COUNT(name, n): a counter of the emulated GPU (tests/cuemu: cuemu.h, "counters",
+ * read through tupe_backend_cuda_counters), added to where a kernel does the work it counts;
+ * nothing on a GPU. */
+#ifdef __CUEMU__
+#define TUPE_DEV_COUNT(name, n) CUEMU_COUNT(name, n)
+#else
+#define TUPE_DEV_COUNT(name, n) ((void)0)
+#endif
 
 #include "dropout.cuh"
 

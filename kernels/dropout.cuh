@@ -29,6 +29,8 @@ static inline dropk mkdrop(const tupe_drop *d)
 
 __device__ __forceinline__ bool keep(const dropk &d, uint64_t g)
 {
+    TUPE_DEV_COUNT("philox_calls", 1);
+    TUPE_DEV_COUNT("dropout_decisions", 1);
     uint32_t bits = tupe_dropout_bits8(d.seed, d.step, d.site, g >> 3, d.thr);
     return (bits >> (unsigned)(g & 7u)) & 1u;
 }

@@ -38,6 +38,36 @@ int tupe_backend_cuda_device(tupe_backend *be);
 void tupe_backend_cuda_gemm_counts(tupe_backend *be, long long *lt, long long *legacy,
                                    char *first, size_t cap);
 
+/* Per-operation timing: with on = 1 every operation of the backend's table that queues work
+ * is bracketed by CUDA events on its stream (no host wait is added), and the times start
+ * over; on = 0 restores the table. _op_times waits for the device and gives, per operation
+ * called since, its name, calls and milliseconds of device time between its events: at most
+ * cap of them, the number there are returned (-1 with e set on an error). */
+typedef struct tupe_cuda_op_time {
+    const char *name;
+    long long calls;
+    double ms;
+} tupe_cuda_op_time;
+int tupe_backend_cuda_timing(tupe_backend *be, int on, tupe_err *e);
+int tupe_backend_cuda_op_times(tupe_backend *be, tupe_cuda_op_time *t, int cap, tupe_err *e);
+
+/* What the device did since _counters_reset, as the emulated GPU counts it (a build with
+ * CUDA=emu: tests/cuemu/README.md): the structure of a step, not its speed. Launches are the
+ * kernels, products, memsets, device copies and sorts queued (a CUB sort counts once, though
+ * it is several kernels on a GPU); transfers are copies between host and device; host_syncs
+ * the host's waits for the device; philox_calls and dropout_decisions what dropout evaluated
+ * on the device; peak_device_bytes and largest_buffer_bytes the device memory at its peak and
+ * its largest allocation (from what was allocated at the reset). _counters waits for the work
+ * queued (that wait is not counted). TUPE_EUSAGE in a build for a real GPU, which counts
+ * nothing. */
+typedef struct tupe_cuda_counters {
+    long long launches, kernels, gemms, memsets, copies, sorts, transfers, host_syncs;
+    long long philox_calls, dropout_decisions;
+    long long peak_device_bytes, largest_buffer_bytes;
+} tupe_cuda_counters;
+int tupe_backend_cuda_counters_reset(tupe_backend *be, tupe_err *e);
+int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *c, tupe_err *e);
+
 /* NCCL between the GPUs of a data-parallel job (train/comm.c drives it). NCCL is opened at run
  * time (libnccl.so.2); _load says whether it can be (TUPE_EFAIL with the reason). Rank 0 makes
  * the id, the caller gives it to every rank, and every rank joins (non-blocking

@@ -36,6 +36,18 @@ run $X ops --ref cpu --dev nope
 [ $rc = 2 ] && has $T/err "--dev nope"
 verdict "an unknown backend is a setup error (exit 2)"
 
+# bench on the CPU: real tokens and their MFU at model/flops.h's count (tiny at T = 16: 6 N +
+# 12 L d T + 6 m (d^2 + d V) = 589,824 + 24,576 + 1,761,753.6 = 2.4 MFLOP per token)
+run $X bench --dev cpu --model tiny --position bert-a --seq 16 --batch 2 --steps 1
+[ $rc = 0 ] && grep -Eq '^BENCH cpu tiny bert-a seq=16 batch=2 step_ms=[0-9.]+ tokens_per_s=[0-9]+ padded_tokens_per_s=[0-9]+ mflop_per_token=2.4 tflops=[0-9.]+ mfu=[0-9.]+% loss=[0-9.]+$' $T/out
+verdict "bench: real tokens/s and their MFU at the model's FLOPs per token"
+run $X bench --dev cpu --model tiny --seq 16 --batch 2 --steps 1 --per-op
+[ $rc = 2 ] && has $T/err "--per-op"
+verdict "bench --per-op on the CPU: an error (the timing is the CUDA backend's events)"
+run $X counters --dev cpu --model tiny --seq 16 --batch 2
+[ $rc = 2 ] && has $T/err "counters"
+verdict "counters on the CPU: an error (the emulated GPU counts)"
+
 # The rest of tests/gpu/run.sh that runs without a GPU: it parses, and the 16-GPU projection
 # from given numbers (README.md, "Projecting 16 GPUs").
 G=$TUPE_SRC/tests/gpu/run.sh

@@ -17,6 +17,11 @@
 #                       tupe-a --tie-cls, tupe-r) of small, batch 4, T = 77
 #   step-t512-DEV       the same of tiny, batch 2, T = 512
 #   curve-DEV           10 AdamW steps of tiny from the same seed: the loss curves
+#   counters            what the emulated GPU counts in a training step of small (cuda-bf16,
+#                       T = 128, batch 4, BERT-A and TUPE-R): launches (per layer too), host
+#                       waits, dropout's Philox calls and decisions, device memory; one JSON
+#                       line each (tupe-parity counters; README.md, "GPU", has them at T = 256
+#                       and 512); and tupe-parity bench --per-op runs (its times mean nothing)
 #   pretrain            tupe-pretrain train --device cuda (fp32, bf16) against --device cpu:
 #                       the loss of every step and the final validation loss (tiny, 10 steps)
 #   glue                tupe-glue train (RTE) --device cuda (fp32, bf16) against --device cpu:
@@ -304,6 +309,28 @@ part_ranks_faults() {
     return $rc
 }
 
+part_counters() {
+    local rc=0 v line k
+    for v in bert-a tupe-r; do
+        line=$("$X" counters --dev cuda-bf16 --model small --position $v --seq 128 --batch 4) ||
+            { echo "tupe-parity counters failed ($v)"; rc=1; continue; }
+        for k in launches launches_per_layer gemms host_syncs philox_calls dropout_decisions \
+                 peak_device_bytes largest_buffer_bytes; do
+            echo "$line" | grep -Eq "\"$k\":[1-9][0-9]*[,}]" ||
+                { echo "counters ($v): no positive \"$k\" in $line"; rc=1; }
+        done
+        echo "DETAIL $line"
+    done
+    "$X" bench --dev cuda-bf16 --model tiny --position tupe-r --seq 64 --batch 2 --steps 1 --per-op \
+        >"$log.bench" || { echo "tupe-parity bench --per-op failed"; cat "$log.bench"; return 1; }
+    for k in attn_fwd attn_bwd linear_fwd adamw '(rest)'; do
+        grep -q "^OPTIME cuda-bf16 $k  *ms_per_step=" "$log.bench" ||
+            { echo "bench --per-op: no OPTIME line of $k"; cat "$log.bench"; rc=1; }
+    done
+    [ $rc = 0 ] && echo "DETAIL bench --per-op: $(grep -c '^OPTIME' "$log.bench") OPTIME lines"
+    return $rc
+}
+
 part_guard() {
     local d=$logs/guard b=$CB/bin rc=0
     prepare "$d" || return 1
@@ -338,6 +365,7 @@ for dev in cuda cuda-bf16; do
     )
 done
 PARTS+=(
+    "counters|the emulated GPU's counters of a training step|part_counters"
     "pretrain|tupe-pretrain cuda vs cpu|part_pretrain"
     "nccl|cuemu's NCCL, 2 to 4 processes|$CB/tests/cuemu-nccltest"
     "ranks|2 and 4 ranks (rendezvous, mpirun) vs one GPU vs the CPU|part_ranks"
@@ -362,7 +390,7 @@ run_part() { # INDEX
     t0=$(date +%s%N)
     (
         export log X CB SB
-        export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard \
+        export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard part_counters \
             ranks_setup for_ranks same_weights part_ranks part_ranks_faults
         export logs
         bash -c "$cmd"
@@ -416,7 +444,7 @@ else
     for want in 1 0; do
         for i in "${sel[@]}"; do
             long=0
-            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain|ranks) ]] && long=1
+            [[ ${PARTS[$i]%%|*} =~ ^(asan-step|step-|curve-|glue|pretrain|ranks|counters) ]] && long=1
             [ $long = $want ] && order+=("$i")
         done
     done

@@ -534,6 +534,47 @@ static void case_sort(void)
     dfree(tmp);
 }
 
+__global__ void k_counted(int n)
+{
+    if ((int)threadIdx.x < n)
+        CUEMU_COUNT("selftest_threads", 1);
+}
+
+/* The counters: each kind of work once, memory's peak and largest buffer, a kernel's own. */
+static void case_counters(void)
+{
+    using cuemu::counter_get;
+    OK(cudaDeviceSynchronize());
+    cuemu::counters_reset();
+    float *a, *b;
+    dmalloc(&a, 4096);
+    dmalloc(&b, 1 << 20);
+    CHECK(counter_get("peak_device_bytes") == 4096 + (1 << 20));
+    CHECK(counter_get("largest_buffer_bytes") == 1 << 20);
+    OK(cudaMemsetAsync(a, 0, 4096, 0));
+    OK(cudaMemcpyAsync(b, a, 4096, cudaMemcpyDeviceToDevice, 0));
+    std::vector<float> h(1024, 1.0f);
+    OK(cudaMemcpy(h.data(), b, 4096, cudaMemcpyDeviceToHost));
+    CHECK(h[0] == 0 && h[1023] == 0);
+    k_counted<<<3, 64>>>(40);
+    OK(cudaGetLastError());
+    OK(cudaStreamSynchronize(0));
+    dfree(b);
+    CHECK(counter_get("kernels") == 1);
+    CHECK(counter_get("memsets") == 1);
+    CHECK(counter_get("copies") == 1);
+    CHECK(counter_get("transfers") == 1);
+    CHECK(counter_get("host_syncs") == 3); /* the copy to the host, the stream, cudaFree */
+    CHECK(counter_get("gemms") == 0 && counter_get("sorts") == 0);
+    CHECK(counter_get("selftest_threads") == 3 * 40);
+    CHECK(counter_get("peak_device_bytes") == 4096 + (1 << 20));
+    cuemu::counters_reset(); /* the memory's from what is allocated now */
+    CHECK(counter_get("kernels") == 0 && counter_get("selftest_threads") == 0);
+    CHECK(counter_get("peak_device_bytes") == 4096);
+    CHECK(counter_get("largest_buffer_bytes") == 4096);
+    dfree(a);
+}
+
 static void case_limits(void)
 {
     /* the largest block, and grid.y and grid.z at their limit, run */
@@ -958,6 +999,7 @@ static const test_case cases[] = {
     {"stream-order", case_stream_order, 0},
     {"blas", case_blas, 0},
     {"sort", case_sort, 0},
+    {"counters", case_counters, 0},
     {"launch-limits", case_limits, 0},
     {"uninitialized-shared", case_uninit, 0},
     {"divergent-barrier", misuse_divergent, 1},

@@ -13,9 +13,12 @@
 #   step     a training step of tiny and small for every variant (bert-a, bert-r, bert-ad,
 #            tupe-a, tupe-a tie-cls, tupe-r): loss, logits, gradient norm, every gradient
 #   curve    50 AdamW steps of small from the same seed on both backends: the loss curves
-#   bench    bert-base training step, seq 128 batch 64 and seq 512 batch 16, BERT-A and
-#            TUPE-R, bf16: tokens/s, MFU over --peak (989 TFLOP/s, H100 SXM / H200), the
-#            TUPE-R / BERT-A step-time ratio; the projection of 1M steps at batch 256 on 16 GPUs
+#   bench    bert-base training step, bf16, BERT-A and TUPE-R at (seq, batch) = (512, 32) and
+#            (128, 128): real tokens/s (padding excluded) and their MFU over --peak (989
+#            TFLOP/s, H100 SXM / H200) at 588 / 545 MFLOP per token (lib/model/flops.h), the
+#            TUPE-R / BERT-A step-time ratio; then the same steps with --per-op: the device time
+#            of every backend operation (CUDA events), the slowest first; TUPE-R at (512, 16)
+#            for the projection of 1M steps at batch 256 on 16 GPUs
 #   nccl     skipped with a note when one GPU (NCCL needs a GPU per rank); with several: 2 ranks
 #            started as a loop of processes (the rendezvous, no MPI), 10 steps of tiny in fp32,
 #            through NCCL (the default) and through host copies (TUPE_NCCL=0), both
@@ -229,30 +232,41 @@ for dev in cuda cuda-bf16; do
 done
 
 # ---- bench -----------------------------------------------------------------------------------
-echo "== bench (bf16; MFU over ${TUPE_PEAK_TFLOPS:-989} TFLOP/s)"
+echo "== bench (bf16; real-token MFU over ${TUPE_PEAK_TFLOPS:-989} TFLOP/s)"
 : >"$LOGS/bench.log"
 declare -A MS=()
 bench_ok=1
-for cfg in "128 64" "512 16"; do
-    set -- $cfg
-    for pos in bert-a tupe-r; do
-        part "bench-one" 90 "$X" bench --dev cuda-bf16 --model bert-base --position $pos --seq "$1" --batch "$2" --steps 10 --peak "${TUPE_PEAK_TFLOPS:-989}"
-        cat "$LOGS/bench-one.log" >>"$LOGS/bench.log"
-        line=$(grep '^BENCH' "$LOGS/bench-one.log")
-        if [ "$prc" = 0 ] && [ -n "$line" ]; then
-            echo "$line"
-            MS[$pos-$1]=$(echo "$line" | sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p')
+# bench_one SEQ BATCH POSITION [--per-op]: one line BENCH (and OPTIME lines), MS[POSITION-SEQ-BATCH]
+bench_one() {
+    local line
+    part "bench-one" 90 "$X" bench --dev cuda-bf16 --model bert-base --position "$3" --seq "$1" \
+        --batch "$2" --steps 10 --peak "${TUPE_PEAK_TFLOPS:-989}" ${4:+"$4"}
+    cat "$LOGS/bench-one.log" >>"$LOGS/bench.log"
+    line=$(grep '^BENCH' "$LOGS/bench-one.log")
+    if [ "$prc" = 0 ] && [ -n "$line" ]; then
+        echo "$line"
+        if [ -n "${4:-}" ]; then
+            grep '^OPTIME' "$LOGS/bench-one.log" | head -12 | sed 's/^/    /'
         else
-            tail -3 "$LOGS/bench-one.log" | sed 's/^/    /'
-            bench_ok=0
+            MS[$3-$1-$2]=$(echo "$line" | sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p')
         fi
-    done
+    else
+        tail -3 "$LOGS/bench-one.log" | sed 's/^/    /'
+        bench_ok=0
+    fi
+}
+for cfg in "512 32" "128 128"; do
+    set -- $cfg
+    for pos in bert-a tupe-r; do bench_one "$1" "$2" $pos; done
+    for pos in bert-a tupe-r; do bench_one "$1" "$2" $pos --per-op; done
 done
+bench_one 512 16 tupe-r
 rm -f "$LOGS/bench-one.log"
-for s in 128 512; do
-    if [ -n "${MS[bert-a-$s]:-}" ] && [ -n "${MS[tupe-r-$s]:-}" ]; then
-        awk -v a="${MS[bert-a-$s]}" -v r="${MS[tupe-r-$s]}" -v s=$s \
-            'BEGIN { printf "TUPE-R / BERT-A step time at seq %d: %.3f (goal <= 1.05)\n", s, r / a }'
+for cfg in "512 32" "128 128"; do
+    set -- $cfg
+    if [ -n "${MS[bert-a-$1-$2]:-}" ] && [ -n "${MS[tupe-r-$1-$2]:-}" ]; then
+        awk -v a="${MS[bert-a-$1-$2]}" -v r="${MS[tupe-r-$1-$2]}" -v s="$1" -v b="$2" \
+            'BEGIN { printf "TUPE-R / BERT-A step time at seq %d batch %d: %.3f (goal <= 1.05)\n", s, b, r / a }'
     fi
 done
 if [ $bench_ok = 1 ]; then note "bench: PASS (measured)"; else note "bench: FAIL (see $LOGS/bench.log)"; FAILED=1; fi
@@ -336,8 +350,8 @@ fi
 # From the step time of TUPE-R at seq 512 and 16 sequences per GPU (bench), the bus bandwidth
 # (measured above, else TUPE_ASSUMED_BUSBW_GBS, 100) and the hidden share (measured above,
 # else none: the worst case).
-if [ -n "${MS[tupe-r-512]:-}" ]; then
-    project "${MS[tupe-r-512]}" "${BUSBW:-${TUPE_ASSUMED_BUSBW_GBS:-100}}" "${OVERLAP:-0}"
+if [ -n "${MS[tupe-r-512-16]:-}" ]; then
+    project "${MS[tupe-r-512-16]}" "${BUSBW:-${TUPE_ASSUMED_BUSBW_GBS:-100}}" "${OVERLAP:-0}"
     [ -n "$BUSBW" ] || echo "(bus bandwidth assumed: ${TUPE_ASSUMED_BUSBW_GBS:-100} GB/s; hidden share assumed 0)"
 fi
 

@@ -15,7 +15,14 @@
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
  *                     the loss curves of AdamW training from the same seed
  *   tupe-parity bench --dev cuda --model bert-base --position bert-a --batch 64 --seq 128
- *                     step time, tokens/s and MFU (of --peak TFLOP/s, default 989)
+ *                     step time, real tokens/s (padding excluded) and their MFU (of --peak
+ *                     TFLOP/s, default 989, at model/flops.h's FLOPs per token); with
+ *                     --per-op, the device time of every backend operation per step (CUDA
+ *                     events: tupe_backend_cuda_timing)
+ *   tupe-parity counters --dev cuda-bf16 --model small --seq 256 --batch 8 --position bert-a
+ *                     one JSON line: what the emulated GPU counted in a training step
+ *                     (launches, host waits, dropout's Philox calls, memory; per layer too:
+ *                     tupe_backend_cuda_counters)
  *
  * --digest adds after every comparison a line "DIGEST <op> <variant> <output> <hash>", the
  * FNV-1a hash of the device's values (the loss of every step of a curve too): two builds of a
@@ -37,6 +44,7 @@
 #include "backend/backend_cuda.h"
 #endif
 #include "model/config.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "model/optim.h"
 
@@ -798,6 +806,15 @@ static void make_batch(mbatch *b, int B, int T, int V, uint64_t seed)
     rng_state = keep;
 }
 
+/* The capacity tupe-pretrain gives a model for a batch of this shape (masked positions: 15% of
+ * each sequence and one, as lib/train/pretrain.c bounds them), enough for b. */
+static tupe_capacity train_capacity(const mbatch *b)
+{
+    int per_seq = (int)floor(0.15 * b->T) + 1;
+    tupe_capacity cap = {b->B, b->T, b->B * per_seq > b->M ? b->B * per_seq : b->M};
+    return cap;
+}
+
 static void free_batch(mbatch *b)
 {
     free(b->ids), free(b->len), free(b->mpos), free(b->mlab);
@@ -981,15 +998,53 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The device's per-operation times of the steps since timing started (--per-op): one line per
+ * operation, the slowest first. */
+static int print_op_times(tupe_backend *be, int steps, double step_s)
+{
+#if defined(TUPE_HAVE_CUDA)
+    tupe_cuda_op_time t[64];
+    tupe_err e;
+    int n = tupe_backend_cuda_op_times(be, t, 64, &e);
+    if (n < 0) {
+        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        return 2;
+    }
+    n = n < 64 ? n : 64;
+    for (int i = 1; i < n; i++) /* by time, the largest first */
+        for (int j = i; j > 0 && t[j].ms > t[j - 1].ms; j--) {
+            tupe_cuda_op_time x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double ms = t[i].ms / steps;
+        sum += ms;
+        printf("OPTIME %s %-13s ms_per_step=%.3f share=%.1f%% calls_per_step=%.1f\n", be->name,
+               t[i].name, ms, 100 * ms / (step_s * 1e3), (double)t[i].calls / steps);
+    }
+    printf("OPTIME %s %-13s ms_per_step=%.3f share=%.1f%% (between operations: host time, "
+           "launch gaps)\n", be->name, "(rest)", step_s * 1e3 - sum,
+           100 * (1 - sum / (step_s * 1e3)));
+    return 0;
+#else
+    (void)be, (void)steps, (void)step_s;
+    fprintf(stderr, "tupe-parity: --per-op times a CUDA device: this build has none\n");
+    return 2;
+#endif
+}
+
 static int cmd_bench(tupe_backend *be, const char *model, const char *position, int B, int T,
-                     int steps, double peak)
+                     int steps, double peak, int per_op)
 {
     tupe_config c;
     tupe_err e;
     int rc;
     if ((rc = load_cfg(&c, model, position, 0, 30522)))
         return rc;
-    tupe_capacity cap = {B, T, B * T};
+    mbatch b;
+    make_batch(&b, B, T, 30522, 5);
+    tupe_capacity cap = train_capacity(&b);
     tupe_model *m;
     tupe_adamw *o;
     tupe_adamw_cfg ac;
@@ -999,33 +1054,123 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
         fprintf(stderr, "tupe-parity: %s\n", e.msg);
         return 2;
     }
-    mbatch b;
-    make_batch(&b, B, T, 30522, 5);
     double t0 = 0, loss = 0;
     for (int t = 0; t < steps + 2; t++) {
-        if (t == 2)
+        if (t == 2) {
+#if defined(TUPE_HAVE_CUDA)
+            if (per_op && tupe_backend_cuda_timing(be, 1, &e)) {
+                fprintf(stderr, "tupe-parity: --per-op: %s\n", e.msg);
+                return 2;
+            }
+#endif
             t0 = now();
+        }
         if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
             return rc;
         tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
     }
     double dt = (now() - t0) / steps;
-    double params = (double)tupe_model_layout(m)->nparams, tok = (double)B * T;
-    double flops = 6 * params * tok + 12.0 * c.num_layers * (double)B * T * T * c.hidden_size;
-    printf("BENCH %s %s %s seq=%d batch=%d step_ms=%.2f tokens_per_s=%.0f tflops=%.1f mfu=%.1f%% "
-           "loss=%.3f\n", be->name, model, tupe_position_name(c.position), T, B, dt * 1e3,
-           tok / dt, flops / dt / 1e12, 100 * flops / dt / (peak * 1e12), loss);
+    /* MFU of the real tokens (padding excluded) at the model's FLOPs per token (model/flops.h) */
+    double real = 0;
+    for (int s = 0; s < B; s++)
+        real += b.len[s];
+    double fpt = tupe_flops_per_token(&c, T, 0.15), flops = fpt * real;
+    printf("BENCH %s %s %s seq=%d batch=%d step_ms=%.2f tokens_per_s=%.0f padded_tokens_per_s=%.0f "
+           "mflop_per_token=%.1f tflops=%.1f mfu=%.1f%% loss=%.3f\n", be->name, model,
+           tupe_position_name(c.position), T, B, dt * 1e3, real / dt, (double)B * T / dt,
+           fpt / 1e6, flops / dt / 1e12, 100 * flops / dt / (peak * 1e12), loss);
+    if (per_op && (rc = print_op_times(be, steps, dt)))
+        return rc;
     free_batch(&b);
     tupe_adamw_free(o);
     tupe_model_free(m);
     return 0;
 }
 
+#if defined(TUPE_HAVE_CUDA)
+/* The emulated GPU's counters of the second of two training steps (forward, backward, the
+ * gradient norm, AdamW) of a model of configuration c: the first one grows the scratch
+ * buffers, the second is a step as every later one is. */
+static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n)
+{
+    mbatch b;
+    make_batch(&b, B, T, c->vocab_size, 5);
+    tupe_capacity cap = train_capacity(&b);
+    tupe_model *m;
+    tupe_adamw *o;
+    tupe_adamw_cfg ac;
+    tupe_err e;
+    tupe_adamw_defaults(&ac);
+    if (tupe_model_create(&m, c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
+        tupe_adamw_create(&o, m, &ac, &e)) {
+        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        return 2;
+    }
+    double loss;
+    int rc = 0;
+    for (int t = 1; t <= 2 && !rc; t++) {
+        if (t == 2 && tupe_backend_cuda_counters_reset(be, &e)) {
+            fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
+            rc = 2;
+        }
+        if (!rc)
+            rc = fwd_bwd(m, &b, (uint32_t)t, &loss);
+        if (!rc)
+            tupe_adamw_step(o, 1e-4, tupe_grad_norm(m));
+    }
+    if (!rc && tupe_backend_cuda_counters(be, n, &e)) {
+        fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
+        rc = 2;
+    }
+    free_batch(&b);
+    tupe_adamw_free(o);
+    tupe_model_free(m);
+    return rc;
+}
+#endif
+
+/* One JSON line: the counters of a training step on the emulated GPU, and per layer (the step
+ * of the same model with one layer more, less this one's). */
+static int cmd_counters(tupe_backend *be, const char *model, const char *position, int B, int T)
+{
+#if defined(TUPE_HAVE_CUDA)
+    tupe_config c;
+    int rc;
+    if ((rc = load_cfg(&c, model, position, 0, 30522)))
+        return rc;
+    tupe_cuda_counters n, n1;
+    memset(&n, 0, sizeof n);
+    if ((rc = count_step(be, &c, B, T, &n)))
+        return rc;
+    tupe_config c1 = c;
+    c1.num_layers++;
+    if ((rc = count_step(be, &c1, B, T, &n1)))
+        return rc;
+    printf("{\"dev\":\"%s\",\"model\":\"%s\",\"position\":\"%s\",\"seq\":%d,\"batch\":%d,"
+           "\"layers\":%d,\"launches\":%lld,\"launches_per_layer\":%lld,\"kernels\":%lld,"
+           "\"gemms\":%lld,\"gemms_per_layer\":%lld,\"memsets\":%lld,\"copies\":%lld,"
+           "\"sorts\":%lld,\"transfers\":%lld,\"host_syncs\":%lld,\"philox_calls\":%lld,"
+           "\"dropout_decisions\":%lld,\"decisions_per_philox_call\":%.2f,"
+           "\"peak_device_bytes\":%lld,\"largest_buffer_bytes\":%lld}\n",
+           be->name, model, tupe_position_name(c.position), T, B, c.num_layers, n.launches,
+           n1.launches - n.launches, n.kernels, n.gemms, n1.gemms - n.gemms, n.memsets, n.copies,
+           n.sorts, n.transfers, n.host_syncs, n.philox_calls, n.dropout_decisions,
+           n.philox_calls ? (double)n.dropout_decisions / (double)n.philox_calls : 0.0,
+           n.peak_device_bytes, n.largest_buffer_bytes);
+    return 0;
+#else
+    (void)be, (void)model, (void)position, (void)B, (void)T;
+    fprintf(stderr, "tupe-parity: counters: this build has no CUDA backend\n");
+    return 2;
+#endif
+}
+
 /* ---- command line --------------------------------------------------------------------------- */
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tupe-parity ops|step|curve|bench [--ref NAME] [--dev NAME] [--small]\n"
+    fprintf(stderr, "usage: tupe-parity ops|step|curve|bench|counters [--ref NAME] [--dev NAME]\n"
+                    "       [--small] [--per-op]\n"
                     "       [--only GROUP]\n"
                     "       [--model M] [--position P] [--tie-cls] [--batch B] [--seq T]\n"
                     "       [--steps N] [--peak TFLOPS] [--seed N] [--digest]\n");
@@ -1039,7 +1184,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1], *ref = "cpu", *dev = "cpu", *model = "tiny", *position = NULL;
     const char *only = NULL;
-    int small = 0, tie = 0, B = 4, T = 77, steps = 50;
+    int small = 0, tie = 0, B = 4, T = 77, steps = 50, per_op = 0;
     double peak = 989;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1049,6 +1194,8 @@ int main(int argc, char **argv)
             tie = 1;
         else if (strcmp(a, "--digest") == 0)
             DIGEST = 1;
+        else if (strcmp(a, "--per-op") == 0)
+            per_op = 1;
         else if (!v) {
             usage();
             return 2;
@@ -1070,7 +1217,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (B < 1 || B > 64 || T < 2 || steps < 1) {
+    if (B < 1 || B > 256 || T < 2 || steps < 1) {
         usage();
         return 2;
     }
@@ -1084,7 +1231,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(cmd, "bench") == 0) {
-        int rc = cmd_bench(P.be[1], model, position, B, T, steps, peak);
+        int rc = cmd_bench(P.be[1], model, position, B, T, steps, peak, per_op);
+        tupe_backend_destroy(P.be[1]);
+        return rc;
+    }
+    if (strcmp(cmd, "counters") == 0) {
+        int rc = cmd_counters(P.be[1], model, position, B, T);
         tupe_backend_destroy(P.be[1]);
         return rc;
     }

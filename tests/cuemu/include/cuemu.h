@@ -153,7 +153,29 @@ static inline launch_t<P...> launcher(void (*k)(P...), const char *name, dim3 g,
     return launch_t<P...>{k, launch_desc{name, file, line, g, b, smem, s}};
 }
 
+/* ---- counters ---------------------------------------------------------------------------
+ * What the program made the emulated device do, for tests of its structure (not its speed):
+ * the runtime counts "kernels" (launches), "gemms" (cuBLASLt and cuBLAS products), "memsets",
+ * "copies" (device to device), "transfers" (between host and device), "sorts" (CUB),
+ * "host_syncs" (host waits: stream, event and device synchronizations, the synchronous copies
+ * and memsets, cudaFree), and the memory: "peak_device_bytes" and "largest_buffer_bytes" (the
+ * largest allocation live); a kernel adds to a counter of its own with CUEMU_COUNT(name, n).
+ * Sums since counters_reset, which also restarts the memory's from what is allocated then.
+ * Host-side counts are made when the call is made; a kernel's when it runs (synchronize
+ * before reading them). */
+int counter_id(const char *name);
+void counter_add(int id, uint64_t n);
+void counter_max(int id, uint64_t v);
+uint64_t counter_get(const char *name);
+void counters_reset(void);
+
 } // namespace cuemu
+
+#define CUEMU_COUNT(name, n)                                                                       \
+    do {                                                                                          \
+        static const int cuemu_counter_ = ::cuemu::counter_id(name);                              \
+        ::cuemu::counter_add(cuemu_counter_, (uint64_t)(n));                                      \
+    } while (0)
 
 static inline void __syncthreads(const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {

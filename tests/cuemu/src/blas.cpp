@@ -226,6 +226,8 @@ static cublasStatus_t gemm(const char *who, const char *file, int line, int ta, 
                        "input %s", who, names[i]);
     }
     int r32 = comp == CUBLAS_COMPUTE_32F_FAST_TF32;
+    static const int gemms = counter_id("gemms");
+    counter_add(gemms, 1);
     cudaError_t r = submit(s, who, file, line, [=]() {
         std::vector<float> a, b, acc((size_t)(m * n));
         for (int q = 0; q < batch; q++) {

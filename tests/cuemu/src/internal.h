@@ -36,6 +36,8 @@ int mem_find(const void *p, int end_ok, const void **base, size_t *size, int *de
 /* 0 when [p, p + bytes) lies in one device allocation; else reports a FAULT naming `what`. */
 int mem_check(const void *p, size_t bytes, const char *what, const char *file, int line);
 int overlaps(const void *a, size_t na, const void *b, size_t nb);
+/* counters_reset's part: the memory's peak and largest buffer from what is allocated now. */
+void mem_counters_reset(void);
 
 /* ---- devices and streams --------------------------------------------------------------- */
 /* cudaSuccess when CUEMU=1 makes the emulated device visible, else cudaErrorNoDevice. */

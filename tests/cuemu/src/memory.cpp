@@ -103,18 +103,39 @@ static cudaError_t host_alloc(void **p, size_t bytes, int kind, const char *file
     if (posix_memalign(&q, 256, bytes) != 0)
         return set_error(cudaErrorMemoryAllocation);
     memset(q, kind == MEM_DEVICE ? 0xCB : 0, bytes);
+    if (env_int("CUEMU_VERBOSE", 0))
+        fprintf(stderr, "cuemu: %s:%d: %s %zu bytes at %p\n", file, line,
+                kind == MEM_DEVICE ? "cudaMalloc" : "cudaMallocHost", bytes, q);
+    static const int peak = counter_id("peak_device_bytes"),
+                     largest = counter_id("largest_buffer_bytes");
     std::lock_guard<std::mutex> g(mu);
     allocs[(uintptr_t)q] = alloc{bytes, kind, current_device(), file, line};
-    if (kind == MEM_DEVICE)
+    if (kind == MEM_DEVICE) {
         device_bytes += bytes;
+        counter_max(peak, device_bytes);
+        counter_max(largest, bytes);
+    }
     *p = q;
     return cudaSuccess;
+}
+
+void mem_counters_reset(void)
+{
+    static const int peak = counter_id("peak_device_bytes"),
+                     largest = counter_id("largest_buffer_bytes");
+    std::lock_guard<std::mutex> g(mu);
+    counter_max(peak, device_bytes);
+    for (const auto &a : allocs)
+        if (a.second.kind == MEM_DEVICE)
+            counter_max(largest, a.second.size);
 }
 
 static cudaError_t host_free(void *p, int kind, const char *fn, const char *file, int line)
 {
     if (!p)
         return sticky();
+    static const int syncs = counter_id("host_syncs");
+    counter_add(syncs, 1);
     drain_all(); /* cudaFree waits for the device */
     {
         std::lock_guard<std::mutex> g(mu);
@@ -202,6 +223,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     if (overlaps(dst, n, src, n))
         report_misuse(file, line, "cudaMemcpy: source and destination overlap (%zu bytes at %p "
                       "and %p)", n, src, dst);
+    static const int copies = counter_id("copies"), transfers = counter_id("transfers");
+    counter_add(ds && ss ? copies : transfers, 1);
     return set_error(submit(s, "cudaMemcpyAsync", file, line, [=]() { memmove(dst, src, n); }));
 }
 
@@ -221,6 +244,8 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s, const char
         return cudaSuccess;
     if (mem_check(p, n, "cudaMemset", file, line))
         return set_error(sticky());
+    static const int memsets = counter_id("memsets");
+    counter_add(memsets, 1);
     return set_error(submit(s, "cudaMemsetAsync", file, line, [=]() { memset(p, v, n); }));
 }
 

@@ -438,6 +438,8 @@ cudaError_t cudaDeviceSynchronize(const char *file, int line)
     cudaError_t r = device_ready();
     if (r != cudaSuccess)
         return set_error(r);
+    static const int syncs = counter_id("host_syncs");
+    counter_add(syncs, 1);
     drain(cur_dev);
     return set_error(sticky());
 }
@@ -489,6 +491,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s, const char *file, int line)
 {
     if (device_ready() != cudaSuccess)
         return set_error(cudaErrorNoDevice);
+    static const int syncs = counter_id("host_syncs");
+    counter_add(syncs, 1);
     return set_error(stream_sync(s, "cudaStreamSynchronize", file, line));
 }
 
@@ -603,6 +607,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e, const char *file, int line)
     CUevent_st *ev = event_of(e, "cudaEventSynchronize", file, line);
     if (!ev)
         return set_error(cudaErrorInvalidResourceHandle);
+    static const int syncs = counter_id("host_syncs");
+    counter_add(syncs, 1);
     if (ev->recorded)
         wait_done(lk, ev->st, ev->seq);
     return set_error(sticky());
