@@ -61,6 +61,13 @@ static const uint8_t *drop_mask(const tupe_drop *d, uint32_t thr, uint64_t g0, s
 
 static int drop_on(const tupe_drop *d) { return d && d->p > 0; }
 
+/* The keep decisions of the attention probabilities [b*H + h = bh][i][c, ce) (ce - c <= MASK_CHUNK). */
+static const uint8_t *probs_mask(const tupe_drop *d, uint32_t thr, int bh, int T, int i, int c,
+                                 int ce, mask_buf *buf)
+{
+    return drop_mask(d, thr, d->base + ((uint64_t)bh * T + i) * T + (uint64_t)c, (size_t)(ce - c), buf);
+}
+
 static tupe_dev *cpu_alloc(tupe_backend *be, size_t bytes)
 {
     (void)be;
@@ -79,9 +86,13 @@ static void cpu_free(tupe_backend *be, tupe_dev *p)
     free(p);
 }
 
+/* Per thread of the attention: the gradient of P and dropout's copy of P (T x T each), and the
+ * rows' sums of P dP (T). */
+static size_t attn_stride(int T) { return 2 * (size_t)T * (size_t)T + (size_t)T; }
+
 static size_t cpu_attn_scratch(tupe_backend *be, int T)
 {
-    return (size_t)be->nthreads * 2 * (size_t)T * (size_t)T;
+    return (size_t)be->nthreads * attn_stride(T);
 }
 
 #define TUPE_CPU_OPS 1
@@ -406,14 +417,12 @@ static void R(linear_fwd)(tupe_backend *be, tupe_dev *y_, tupe_dev *a_, const tu
         span((size_t)(by_rows ? N : out), parts, p, 16, &lo, &hi);
         int r0 = by_rows ? (int)lo : 0, r1 = by_rows ? (int)hi : N;
         int c0 = by_rows ? 0 : (int)lo, c1 = by_rows ? out : (int)hi;
-        R(gemm_block)(0, 1, r0, r1, c0, c1, in, 1, x, in, W, in, 0, y, out);
+        /* the bias first, the product added to it: one pass fewer than OpenBLAS clearing y
+         * (beta = 0) and the bias added after */
         if (b)
-            for (int r = r0; r < r1; r++) {
-                real *yr = y + (size_t)r * out;
-#pragma omp simd
-                for (int c = c0; c < c1; c++)
-                    yr[c] += b[c];
-            }
+            for (int r = r0; r < r1; r++)
+                memcpy(y + (size_t)r * out + c0, b + c0, (size_t)(c1 - c0) * sizeof(real));
+        R(gemm_block)(0, 1, r0, r1, c0, c1, in, 1, x, in, W, in, b ? 1 : 0, y, out);
         if (act != TUPE_ACT_NONE && a)
             R(act_block)(a, y, r0, r1, c0, c1, out, act, drop);
     }
@@ -762,6 +771,10 @@ static void R(embed_bwd)(tupe_backend *be, tupe_dev *dword_, tupe_dev *dpos_, tu
 
 /* ---- attention ----------------------------------------------------------------------------- */
 
+/* Per (b, h): S = alpha Q K^T + bias[h] (the bias copied into S first and the product added to
+ * it: OpenBLAS would otherwise clear S before adding), then per row one pass for the maximum,
+ * one for the exponentials and their sum, and one that normalises and, with dropout, writes
+ * the dropped copy that multiplies V. */
 static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, const tupe_dev *qkv_,
                         const tupe_dev *bias_, const int32_t *lengths, int B, int T, int H,
                         int dh, double alpha, const tupe_drop *drop, tupe_dev *scratch_)
@@ -769,21 +782,27 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
     real *ctx = (real *)ctx_, *probs = (real *)probs_, *scratch = (real *)scratch_;
     const real *qkv = (const real *)qkv_, *bias = (const real *)bias_;
     int D = H * dh, ld = 3 * D;
+    uint32_t thr = drop_on(drop) ? tupe_dropout_thr(drop->p) : 0;
+    real sc = thr ? (real)tupe_dropout_scale(thr) : 1;
 #pragma omp parallel for num_threads(be->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < B * H; bh++) {
         int bi = bh / H, h = bh % H, L = lengths[bi];
-        real *pd = scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+        real *pd = scratch + (size_t)omp_get_thread_num() * attn_stride(T);
         const real *Q = qkv + (size_t)bi * T * ld + (size_t)h * dh, *K = Q + D, *Vv = Q + 2 * D;
         real *S = probs + (size_t)bh * T * T;
-        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, dh, (real)alpha, Q, ld, K, ld, 0, S, T);
+        mask_buf mb;
+        if (bias) {
+            const real *bb = bias + (size_t)h * T * T;
+            if (L == T)
+                memcpy(S, bb, (size_t)T * T * sizeof(real));
+            else
+                for (int i = 0; i < T; i++)
+                    memcpy(S + (size_t)i * T, bb + (size_t)i * T, (size_t)L * sizeof(real));
+        }
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, dh, (real)alpha, Q, ld, K, ld,
+             bias ? 1 : 0, S, T);
         for (int i = 0; i < T; i++) {
             real *s = S + (size_t)i * T;
-            if (bias) {
-                const real *bb = bias + ((size_t)h * T + i) * T;
-#pragma omp simd
-                for (int j = 0; j < L; j++)
-                    s[j] += bb[j];
-            }
             real mx = s[0];
 #pragma omp simd reduction(max : mx)
             for (int j = 1; j < L; j++)
@@ -795,24 +814,34 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
                 sum += s[j];
             }
             real inv = 1 / sum;
+            if (thr) {
+                real *o = pd + (size_t)i * T;
+                for (int c = 0; c < L; c += MASK_CHUNK) {
+                    int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
+                    const uint8_t *mask = probs_mask(drop, thr, bh, T, i, c, ce, &mb);
 #pragma omp simd
-            for (int j = 0; j < L; j++)
-                s[j] *= inv;
+                    for (int j = c; j < ce; j++) {
+                        real v = s[j] * inv;
+                        s[j] = v;
+                        o[j] = mask[j - c] ? v * sc : 0;
+                    }
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < L; j++)
+                    s[j] *= inv;
+            }
             for (int j = L; j < T; j++)
                 s[j] = 0;
         }
-        const real *P = S;
-        if (drop_on(drop)) {
-            for (int i = 0; i < T; i++)
-                R(drop_apply)(pd + (size_t)i * T, S + (size_t)i * T, drop,
-                              drop->base + ((uint64_t)bh * T + i) * T, (size_t)L);
-            P = pd;
-        }
-        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, L, 1, P, T, Vv, ld, 0,
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, L, 1, thr ? pd : S, T, Vv, ld, 0,
              ctx + (size_t)bi * T * D + (size_t)h * dh, D);
     }
 }
 
+/* Per (b, h): dPd = dctx V^T; with dropout, in one pass per row, the dropped P (for dV) and the
+ * gradient of the undropped one, and the row's sum of P dP; dV; then dS = P (dP - that sum) in
+ * place of P; dQ and dK. */
 static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, const tupe_dev *dctx_,
                         const tupe_dev *qkv_, const int32_t *lengths, int B, int T, int H, int dh,
                         double alpha, const tupe_drop *drop, tupe_dev *scratch_)
@@ -825,43 +854,44 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
 #pragma omp parallel for num_threads(be->nthreads) schedule(dynamic, 1)
     for (int bh = 0; bh < B * H; bh++) {
         int bi = bh / H, h = bh % H, L = lengths[bi];
-        real *dp = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *pd = dp + (size_t)T * T;
+        real *dp = scratch + (size_t)omp_get_thread_num() * attn_stride(T), *pd = dp + (size_t)T * T;
+        real *dots = pd + (size_t)T * T;
         const real *Q = qkv + (size_t)bi * T * ld + (size_t)h * dh, *K = Q + D, *Vv = Q + 2 * D;
         const real *dC = dctx + (size_t)bi * T * D + (size_t)h * dh;
         real *dQ = dqkv + (size_t)bi * T * ld + (size_t)h * dh, *dK = dQ + D, *dV = dQ + 2 * D;
         real *S = probs + (size_t)bh * T * T;
         mask_buf mb;
-        /* dPd = dctx V^T */
         GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, dh, 1, dC, D, Vv, ld, 0, dp, T);
-        const real *P = S;
-        if (thr) {
-            for (int i = 0; i < T; i++) {
-                uint64_t g0 = drop->base + ((uint64_t)bh * T + i) * T;
+        for (int i = 0; i < T; i++) {
+            const real *s = S + (size_t)i * T;
+            real *d = dp + (size_t)i * T, dot = 0;
+            if (thr) {
+                real *o = pd + (size_t)i * T;
                 for (int c = 0; c < L; c += MASK_CHUNK) {
                     int ce = c + MASK_CHUNK < L ? c + MASK_CHUNK : L;
-                    const uint8_t *mask = drop_mask(drop, thr, g0 + (uint64_t)c, (size_t)(ce - c), &mb);
-#pragma omp simd
+                    const uint8_t *mask = probs_mask(drop, thr, bh, T, i, c, ce, &mb);
+#pragma omp simd reduction(+ : dot)
                     for (int j = c; j < ce; j++) {
-                        size_t o = (size_t)i * T + j;
-                        pd[o] = mask[j - c] ? S[o] * sc : 0;
-                        dp[o] = mask[j - c] ? dp[o] * sc : 0;
+                        real k = mask[j - c] ? sc : 0;
+                        o[j] = s[j] * k;
+                        d[j] *= k;
+                        dot += s[j] * d[j];
                     }
                 }
+            } else {
+#pragma omp simd reduction(+ : dot)
+                for (int j = 0; j < L; j++)
+                    dot += s[j] * d[j];
             }
-            P = pd;
+            dots[i] = dot;
         }
         /* dV = Pd^T dctx (rows of padded keys are zero) */
-        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, L, dh, T, 1, P, T, dC, D, 0, dV, ld);
+        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, L, dh, T, 1, thr ? pd : S, T, dC, D, 0, dV, ld);
         for (int j = L; j < T; j++)
             memset(dV + (size_t)j * ld, 0, (size_t)dh * sizeof(real));
-        /* dS = P (dP - rowsum(P dP)) */
         for (int i = 0; i < T; i++) {
-            real *s = S + (size_t)i * T;
+            real *s = S + (size_t)i * T, dot = dots[i];
             const real *d = dp + (size_t)i * T;
-            real dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < L; j++)
-                dot += s[j] * d[j];
 #pragma omp simd
             for (int j = 0; j < L; j++)
                 s[j] = s[j] * (d[j] - dot);
@@ -1027,13 +1057,15 @@ static double R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logi
 #pragma omp simd reduction(max : mx)
         for (int v = 1; v < V; v++)
             mx = l[v] > mx ? l[v] : mx;
-        int arg = 0;
-        while (arg < V - 1 && l[arg] != mx)
-            arg++;
+        /* the sum of the exponentials, and in the same pass the first maximal logit (the last
+         * one where none equals mx: a NaN row) */
+        int arg = V - 1;
         real s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int v = 0; v < V; v++)
+#pragma omp simd reduction(+ : s) reduction(min : arg)
+        for (int v = 0; v < V; v++) {
             s += EXP(l[v] - mx);
+            arg = l[v] == mx && v < arg ? v : arg;
+        }
         lse[m] = mx + LOG(s);
         ok += arg == labels[m];
     }

@@ -40,19 +40,28 @@ TUPE_HD float tupe_expf(float x)
     return x < lo ? 0.0f : (x == x ? y * s : x);
 }
 
-TUPE_HD float tupe_erff(float x)
+/* erf(x), and exp(-x^2) in *e (which GELU's gradient needs as well). */
+TUPE_HD float tupe_erf_e(float x, float *e)
 {
     float a = x < 0 ? -x : x;
     float t = 1.0f / (1.0f + 0.3275911f * a);
     float y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
                0.254829592f) * t;
-    float r = 1.0f - y * tupe_expf(-a * a);
+    *e = tupe_expf(-a * a);
+    float r = 1.0f - y * *e;
     return x < 0 ? -r : r;
 }
 
+TUPE_HD float tupe_erff(float x)
+{
+    float e;
+    return tupe_erf_e(x, &e);
+}
+
 /* ---- GELU, exact (erf) form as fairseq and PyTorch compute it ----------------------------
- * GELU(x) = x Phi(x), GELU'(x) = Phi(x) + x phi(x). The _fg forms give both from one erf and
- * one exp, with the same value as the plain form (the backward recomputes the activation). */
+ * GELU(x) = x Phi(x), GELU'(x) = Phi(x) + x phi(x). The _fg forms give both from one erf, the
+ * density phi(x) = exp(-x^2/2) / sqrt(2 pi) from the exponential inside that erf, with the same
+ * value as the plain form (the backward recomputes the activation). */
 
 TUPE_HD float tupe_gelu_f(float x)
 {
@@ -62,8 +71,8 @@ TUPE_HD double tupe_gelu_d(double x) { return x * (0.5 * (1.0 + erf(x * 0.707106
 
 TUPE_HD float tupe_gelu_fg_f(float x, float *grad)
 {
-    float cdf = 0.5f * (1.0f + tupe_erff(x * 0.70710678118654752440f));
-    float pdf = 0.39894228040143267794f * tupe_expf(-0.5f * x * x);
+    float e, cdf = 0.5f * (1.0f + tupe_erf_e(x * 0.70710678118654752440f, &e));
+    float pdf = 0.39894228040143267794f * e;
     *grad = cdf + x * pdf;
     return x * cdf;
 }

@@ -86,38 +86,63 @@ static const char *const op_names[P_NOPS] = {
     "pos_bias_bwd", "qk_pos_add", "qk_pos_grad", "gather_rows", "scatter_rows", "xent_fwd",
     "xent_bwd", "adamw", "zero", "sumsq", "scale"};
 static struct {
-    double s, flops;
+    double s, cpu, flops;
     long calls;
 } prof[P_NOPS];
 static int profiling;
 static tupe_backend orig;
+/* The products by shape as well: "linear_fwd 2048x256x768" (rows x in x out). */
+#define NSHAPES 64
+static struct {
+    char key[64];
+    double s, cpu, flops;
+    long calls;
+} shape[NSHAPES];
+static void shape_add(const char *op, int a, int b, int c, double s, double cpu, double flops)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s %dx%dx%d", op, a, b, c);
+    for (int i = 0; i < NSHAPES; i++)
+        if (!shape[i].key[0] || strcmp(shape[i].key, key) == 0) {
+            memcpy(shape[i].key, key, sizeof key);
+            shape[i].s += s, shape[i].cpu += cpu, shape[i].flops += flops, shape[i].calls++;
+            return;
+        }
+}
 
-#define TIMED(which, nflop, call)                                                                 \
+#define TIMED_SHAPE(which, nflop, call, a, b, c)                                                  \
     do {                                                                                          \
-        double t0_ = tupe_now();                                                                  \
+        double t0_ = tupe_now(), c0_ = profiling ? cpu_seconds() : 0;                             \
         call;                                                                                     \
         if (profiling) {                                                                          \
-            prof[which].s += tupe_now() - t0_;                                                    \
+            double dt_ = tupe_now() - t0_, dc_ = cpu_seconds() - c0_;                             \
+            prof[which].s += dt_;                                                                 \
+            prof[which].cpu += dc_;                                                               \
             prof[which].flops += (nflop);                                                         \
             prof[which].calls++;                                                                  \
+            if ((nflop) > 0)                                                                      \
+                shape_add(op_names[which], a, b, c, dt_, dc_, nflop);                             \
         }                                                                                         \
     } while (0)
+#define TIMED(which, nflop, call) TIMED_SHAPE(which, nflop, call, 0, 0, 0)
 
 static void w_gemm(tupe_backend *be, int ta, int tb, int M, int N, int K, double alpha,
                    const tupe_dev *A, int lda, const tupe_dev *B, int ldb, double beta, tupe_dev *C, int ldc)
 {
-    TIMED(P_GEMM, 2.0 * M * N * K, orig.gemm(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
+    TIMED_SHAPE(P_GEMM, 2.0 * M * N * K,
+                orig.gemm(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), M, N, K);
 }
 static void w_lin_f(tupe_backend *be, tupe_dev *y, tupe_dev *a, const tupe_dev *x, const tupe_dev *W,
                     const tupe_dev *b, int N, int in, int out, int act, const tupe_drop *drop)
 {
-    TIMED(P_LIN_F, 2.0 * N * in * out, orig.linear_fwd(be, y, a, x, W, b, N, in, out, act, drop));
+    TIMED_SHAPE(P_LIN_F, 2.0 * N * in * out, orig.linear_fwd(be, y, a, x, W, b, N, in, out, act, drop),
+                N, in, out);
 }
 static void w_lin_b(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dW, tupe_dev *db,
                     const tupe_dev *dy, const tupe_dev *x, const tupe_dev *W, int N, int in, int out)
 {
-    TIMED(P_LIN_B, 2.0 * N * in * out * ((dW != NULL) + (dx != NULL)),
-          orig.linear_bwd(be, dx, dx_beta, dW, db, dy, x, W, N, in, out));
+    TIMED_SHAPE(P_LIN_B, 2.0 * N * in * out * ((dW != NULL) + (dx != NULL)),
+                orig.linear_bwd(be, dx, dx_beta, dW, db, dy, x, W, N, in, out), N, in, out);
 }
 static void w_act_f(tupe_backend *be, tupe_dev *a, const tupe_dev *y, size_t n, int act, const tupe_drop *d)
 {
@@ -169,15 +194,17 @@ static void w_att_f(tupe_backend *be, tupe_dev *ctx, tupe_dev *probs, const tupe
                     const tupe_dev *bias, const int32_t *lengths, int B, int T, int H, int dh,
                     double alpha, const tupe_drop *drop, tupe_dev *scratch)
 {
-    TIMED(P_ATT_F, 4.0 * B * H * T * T * dh,
-          orig.attn_fwd(be, ctx, probs, qkv, bias, lengths, B, T, H, dh, alpha, drop, scratch));
+    TIMED_SHAPE(P_ATT_F, 4.0 * B * H * T * T * dh,
+                orig.attn_fwd(be, ctx, probs, qkv, bias, lengths, B, T, H, dh, alpha, drop, scratch),
+                B * H, T, dh);
 }
 static void w_att_b(tupe_backend *be, tupe_dev *dqkv, tupe_dev *probs, const tupe_dev *dctx,
                     const tupe_dev *qkv, const int32_t *lengths, int B, int T, int H, int dh,
                     double alpha, const tupe_drop *drop, tupe_dev *scratch)
 {
-    TIMED(P_ATT_B, 8.0 * B * H * T * T * dh,
-          orig.attn_bwd(be, dqkv, probs, dctx, qkv, lengths, B, T, H, dh, alpha, drop, scratch));
+    TIMED_SHAPE(P_ATT_B, 8.0 * B * H * T * T * dh,
+                orig.attn_bwd(be, dqkv, probs, dctx, qkv, lengths, B, T, H, dh, alpha, drop, scratch),
+                B * H, T, dh);
 }
 static void w_bias_g(tupe_backend *be, tupe_dev *G, const tupe_dev *dS, int B, int H, int T)
 {
@@ -261,16 +288,24 @@ static void profile_print(int steps, double step_s)
         if (!prof[i].calls)
             continue;
         total += prof[i].s;
-        printf("%s\"%s\": {\"ms\": %.2f, \"share\": %.3f, \"calls\": %.0f", first ? "" : ", ",
-               op_names[i], 1e3 * prof[i].s / steps, prof[i].s / steps / step_s,
-               (double)prof[i].calls / steps);
+        printf("%s\"%s\": {\"ms\": %.2f, \"share\": %.3f, \"cpu_ms\": %.2f, \"calls\": %.0f",
+               first ? "" : ", ", op_names[i], 1e3 * prof[i].s / steps, prof[i].s / steps / step_s,
+               1e3 * prof[i].cpu / steps, (double)prof[i].calls / steps);
         if (prof[i].flops > 0)
-            printf(", \"gflops\": %.1f", prof[i].flops / prof[i].s / 1e9);
+            printf(", \"gflops\": %.1f, \"gflops_per_cpu_s\": %.1f", prof[i].flops / prof[i].s / 1e9,
+                   prof[i].flops / prof[i].cpu / 1e9);
         printf("}");
         first = 0;
     }
     printf("%s\"other\": {\"ms\": %.2f, \"share\": %.3f}}", first ? "" : ", ",
            1e3 * (step_s - total / steps), 1 - total / steps / step_s);
+    printf(", \"shapes\": {");
+    for (int i = 0; i < NSHAPES && shape[i].key[0]; i++)
+        printf("%s\"%s\": {\"ms\": %.2f, \"cpu_ms\": %.2f, \"calls\": %.0f, \"gflops\": %.1f, "
+               "\"gflops_per_cpu_s\": %.1f}", i ? ", " : "", shape[i].key, 1e3 * shape[i].s / steps,
+               1e3 * shape[i].cpu / steps, (double)shape[i].calls / steps,
+               shape[i].flops / shape[i].s / 1e9, shape[i].flops / shape[i].cpu / 1e9);
+    printf("}");
 }
 
 static int sgemm_peak(int threads)
