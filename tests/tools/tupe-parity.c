@@ -1045,14 +1045,15 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
     mbatch b;
     make_batch(&b, B, T, 30522, 5);
     tupe_capacity cap = train_capacity(&b);
-    tupe_model *m;
-    tupe_adamw *o;
+    tupe_model *m = NULL;
+    tupe_adamw *o = NULL;
     tupe_adamw_cfg ac;
     tupe_adamw_defaults(&ac);
     if (tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
         tupe_adamw_create(&o, m, &ac, &e)) {
         fprintf(stderr, "tupe-parity: %s\n", e.msg);
-        return 2;
+        rc = 2;
+        goto done;
     }
     double t0 = 0, loss = 0;
     for (int t = 0; t < steps + 2; t++) {
@@ -1060,13 +1061,14 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
 #if defined(TUPE_HAVE_CUDA)
             if (per_op && tupe_backend_cuda_timing(be, 1, &e)) {
                 fprintf(stderr, "tupe-parity: --per-op: %s\n", e.msg);
-                return 2;
+                rc = 2;
+                goto done;
             }
 #endif
             t0 = now();
         }
         if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
-            return rc;
+            goto done;
         tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
     }
     double dt = (now() - t0) / steps;
@@ -1079,12 +1081,14 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
            "mflop_per_token=%.1f tflops=%.1f mfu=%.1f%% loss=%.3f\n", be->name, model,
            tupe_position_name(c.position), T, B, dt * 1e3, real / dt, (double)B * T / dt,
            fpt / 1e6, flops / dt / 1e12, 100 * flops / dt / (peak * 1e12), loss);
-    if (per_op && (rc = print_op_times(be, steps, dt)))
-        return rc;
+    rc = per_op ? print_op_times(be, steps, dt) : 0;
+done: /* every path frees what it made (the suite runs under LeakSanitizer) */
     free_batch(&b);
-    tupe_adamw_free(o);
-    tupe_model_free(m);
-    return 0;
+    if (o)
+        tupe_adamw_free(o);
+    if (m)
+        tupe_model_free(m);
+    return rc;
 }
 
 #if defined(TUPE_HAVE_CUDA)
