@@ -442,6 +442,7 @@ static int ft_setup(tupe_cli *c, const args *a, int training, int writes, const 
     if (!training)
         o->batch = 32, o->max_len = 0; /* the checkpoint's max_len */
     o->data = a->data, o->checkpoint = a->ckpt, o->vocab = a->vocab, o->out = a->out;
+    o->inputs = tupe_cli_inputs(c);
     o->lowercase = !ov->cased;
     o->quiet = c->quiet;
     o->note = tupe_cli_on_note;

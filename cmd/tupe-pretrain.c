@@ -167,6 +167,7 @@ static int cmd_train(tupe_cli *c, void *opts)
     if (rc)
         return rc;
     o->init = a->ckpt;
+    o->inputs = tupe_cli_inputs(c);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

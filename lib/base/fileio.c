@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fault.h"
@@ -49,22 +51,123 @@ int tupe_in_fdopen(tupe_in **inp, int fd, const char *name, int own, tupe_err *e
     return 0;
 }
 
-int tupe_in_open(tupe_in **inp, const char *path, tupe_err *e)
+/* How long a FIFO named as an input may go without a writer: a stream (a corpus) may be
+ * started a little before its producer; a file read whole (a configuration) is expected to be
+ * there. */
+#define FIFO_WAIT_STREAM_MS 30000
+#define FIFO_WAIT_WHOLE_MS 2000
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A FIFO opened by its name, without waiting (O_NONBLOCK): wait at most wait_ms for a process
+ * to open it for writing, then read it as any pipe, blocking. A writer that is there but
+ * silent is waited for as long as it takes (it may be a slow producer); one that comes and
+ * goes without a byte is an empty input. The first bytes read here go to buf. */
+static int fifo_wait(int fd, const char *name, int wait_ms, unsigned char *buf, size_t cap,
+                     size_t *got, int *eof, tupe_err *e)
+{
+    double t0 = now_ms();
+    *got = 0;
+    *eof = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, cap);
+        if (r > 0) {
+            *got = (size_t)r;
+            break;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; /* a writer, silent so far */
+        if (r < 0)
+            return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", name);
+        /* no writer yet */
+        int left = wait_ms - (int)(now_ms() - t0);
+        struct pollfd p = {fd, POLLIN, 0};
+        int n = left > 0 ? poll(&p, 1, left) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            return tupe_fail(e, TUPE_ENOINPUT, "%s: a FIFO that no process writes (waited %.0f s "
+                             "for one): start its writer first, or give a regular file",
+                             name, wait_ms / 1e3);
+        if (n > 0 && (p.revents & POLLHUP) && !(p.revents & POLLIN)) {
+            *eof = 1; /* a writer came and went: nothing to read */
+            break;
+        }
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", name);
+    return 0;
+}
+
+int tupe_open_input(const char *path, int fifo_wait_ms, void *first, size_t cap, size_t *got,
+                    int *eof, tupe_err *e)
+{
+    *got = 0;
+    *eof = 0;
+    /* Never blocks in open(): a FIFO without a writer would wait there forever. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", path);
+        return -1;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", path);
+    } else if (S_ISDIR(st.st_mode)) {
+        rc = tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
+    } else if (S_ISFIFO(st.st_mode)) {
+        rc = fifo_wait(fd, path, fifo_wait_ms, first, cap, got, eof, e);
+    } else {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+            rc = tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", path);
+    }
+    if (rc) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int in_open(tupe_in **inp, const char *path, int fifo_wait_ms, tupe_err *e)
 {
     if (strcmp(path, "-") == 0)
         return tupe_in_fdopen(inp, STDIN_FILENO, "-", 0, e);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tupe_fail_errno(e, TUPE_ENOINPUT, errno, "%s", path);
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
+    unsigned char *first = malloc(IN_BUF);
+    if (!first)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    size_t got;
+    int eof;
+    int fd = tupe_open_input(path, fifo_wait_ms, first, IN_BUF, &got, &eof, e);
+    if (fd < 0) {
+        free(first);
+        return e->code;
     }
     int rc = tupe_in_fdopen(inp, fd, path, 1, e);
-    if (rc)
+    if (rc) {
+        free(first);
         close(fd);
-    return rc;
+        return rc;
+    }
+    free((*inp)->buf);
+    (*inp)->buf = first; /* what the wait for a FIFO's writer read */
+    (*inp)->len = got;
+    (*inp)->eof = eof;
+    return 0;
+}
+
+int tupe_in_open(tupe_in **inp, const char *path, tupe_err *e)
+{
+    return in_open(inp, path, FIFO_WAIT_STREAM_MS, e);
 }
 
 /* Refill: keep unread bytes at the front. Returns bytes added, 0 at EOF, -1 on error. */
@@ -262,7 +365,7 @@ static int read_whole(const char *path, char **bufp, size_t *lenp, size_t max_by
                       tupe_err *e)
 {
     tupe_in *in;
-    int rc = tupe_in_open(&in, path, e);
+    int rc = in_open(&in, path, FIFO_WAIT_WHOLE_MS, e);
     if (rc)
         return rc;
     struct stat st;
@@ -736,12 +839,158 @@ static int sync_files(const char *dir, tupe_err *e)
     return rc;
 }
 
+/* ---- what a directory's writer wrote (.tupe-files) ---- */
+
+static int bookkeeping(const char *n)
+{
+    return strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, TUPE_KIND_FILE) == 0 ||
+           strcmp(n, TUPE_FILES_FILE) == 0 || strcmp(n, TUPE_LOCK_FILE) == 0;
+}
+
+/* The names in dir, one a line, but tupe's bookkeeping; NULL when dir cannot be read. */
+static char *list_names(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    size_t len = 0, cap = 256;
+    char *s = malloc(cap);
+    struct dirent *de;
+    while (s && (de = readdir(d))) {
+        if (bookkeeping(de->d_name) || strchr(de->d_name, '\n'))
+            continue;
+        size_t n = strlen(de->d_name);
+        if (len + n + 2 > cap) {
+            char *ns = realloc(s, cap = 2 * (len + n + 2));
+            if (!ns) {
+                free(s);
+                s = NULL;
+                break;
+            }
+            s = ns;
+        }
+        memcpy(s + len, de->d_name, n);
+        s[len + n] = '\n';
+        len += n + 1;
+    }
+    closedir(d);
+    if (s)
+        s[len] = 0;
+    return s;
+}
+
+/* Whether `name` is a line of list. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t l = nl ? (size_t)(nl - p) : strlen(p);
+        if (l == n && memcmp(p, name, n) == 0)
+            return 1;
+        p += l + (nl ? 1 : 0);
+    }
+    return 0;
+}
+
+/* What the directory being replaced holds that its writer did not write (its .tupe-files
+ * does not list it): the user's, to be carried into the new one. A directory without the
+ * list (written by an older tupe) counts as all its writer's. NULL: nothing; *clash set to a
+ * name the new directory writes too. */
+static char *users_entries(const char *old, const char *fresh, char *clash, size_t cap)
+{
+    char mf[PATH_MAX], *mine, *have, *keep = NULL;
+    size_t ml;
+    tupe_err ignored;
+    clash[0] = 0;
+    snprintf(mf, sizeof mf, "%s/%s", old, TUPE_FILES_FILE);
+    if (!tupe_path_exists(mf) || tupe_read_text(mf, &mine, &ml, 16u << 20, &ignored))
+        return NULL;
+    if (!(have = list_names(old))) {
+        free(mine);
+        return NULL;
+    }
+    size_t kl = 0;
+    for (char *p = have; *p;) {
+        char *nl = strchr(p, '\n');
+        *nl = 0;
+        char np[PATH_MAX];
+        snprintf(np, sizeof np, "%s/%s", fresh, p);
+        if (!listed(mine, p)) {
+            if (tupe_path_exists(np) && !clash[0])
+                snprintf(clash, cap, "%s", p);
+            char *nk = realloc(keep, kl + strlen(p) + 2);
+            if (nk) {
+                keep = nk;
+                kl += (size_t)sprintf(keep + kl, "%s\n", p);
+            }
+        }
+        p = nl + 1;
+    }
+    free(mine);
+    free(have);
+    return keep;
+}
+
+/* Move the entries listed in keep from directory `from` to directory `to`. */
+static int carry(const char *from, const char *to, const char *keep, tupe_err *e)
+{
+    for (const char *p = keep; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        char a[PATH_MAX], b[PATH_MAX];
+        snprintf(a, sizeof a, "%s/%.*s", from, (int)(nl - p), p);
+        snprintf(b, sizeof b, "%s/%.*s", to, (int)(nl - p), p);
+        if (rename(a, b) != 0)
+            return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot keep it in the new %s "
+                                   "(the old directory is left at %s)", b, to, from);
+        p = nl + 1;
+    }
+    return 0;
+}
+
 int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e)
 {
-    int rc = sync_files(tx->tmp, e);
+    /* What this writer wrote, for the next one that replaces the directory: what else is
+     * there then is the user's (a README beside an export) and is kept. */
+    char *names = list_names(tx->tmp);
+    int rc = names ? 0 : tupe_fail_errno(e, TUPE_EIO, errno, "%s: cannot list", tx->tmp);
+    if (!rc) {
+        /* Inside the temporary directory, which is not in place yet: written directly (and
+         * synced with the others below), not through tupe_out, whose fault points the crash
+         * tests count in the outputs themselves. */
+        char mf[PATH_MAX];
+        snprintf(mf, sizeof mf, "%s/%s", tx->tmp, TUPE_FILES_FILE);
+        int fd = open(mf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        size_t n = strlen(names);
+        int ok = fd >= 0 && write(fd, names, n) == (ssize_t)n;
+        int err = errno;
+        if (fd >= 0 && close(fd) != 0 && ok) {
+            ok = 0;
+            err = errno;
+        }
+        if (!ok)
+            rc = tupe_fail_errno(e, TUPE_EIO, err, "%s: cannot write", mf);
+    }
+    free(names);
+    if (rc) {
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
+    char clash[NAME_MAX + 1];
+    char *keep = users_entries(tx->path, tx->tmp, clash, sizeof clash);
+    if (clash[0]) {
+        rc = tupe_fail(e, TUPE_ECANTCREAT, "%s/%s: not written by tupe (its %s does not list "
+                       "it: yours?), and the new directory has one too: refusing to delete it; "
+                       "move it away and run again", tx->path, clash, TUPE_FILES_FILE);
+        free(keep);
+        tupe_dirtx_abort(tx);
+        return rc;
+    }
+    rc = sync_files(tx->tmp, e);
     if (!rc)
         rc = tupe_fsync_dir(tx->tmp, e);
     if (rc) {
+        free(keep);
         tupe_dirtx_abort(tx);
         return rc;
     }
@@ -754,6 +1003,13 @@ int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e)
         /* Swap the two names in one step, then remove the old tree (now at tmp). */
         if (renameat2(AT_FDCWD, tx->tmp, AT_FDCWD, tx->path, RENAME_EXCHANGE) == 0) {
             tupe_fault_point("dirtx.exchanged");
+            if ((rc = carry(tx->tmp, tx->path, keep, e))) {
+                tupe_tmp_untrack(tx->slot); /* the old directory holds the user's files */
+                tx->slot = -1;
+                free(keep);
+                dirtx_free(tx);
+                return rc;
+            }
             tupe_remove_tree(tx->tmp);
         } else if (errno == EINVAL || errno == ENOSYS) {
             /* File system without RENAME_EXCHANGE: two renames, a short window with no path. */
@@ -764,21 +1020,30 @@ int tupe_dirtx_commit(tupe_dirtx *tx, tupe_err *e)
                                      tx->path);
                 if (!tupe_path_exists(tx->path))
                     rename(old, tx->path);
+                free(keep);
                 tupe_dirtx_abort(tx);
+                return rc;
+            }
+            if ((rc = carry(old, tx->path, keep, e))) {
+                free(keep);
+                dirtx_free(tx);
                 return rc;
             }
             tupe_remove_tree(old);
         } else {
             rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot move into place",
                                  tx->path);
+            free(keep);
             tupe_dirtx_abort(tx);
             return rc;
         }
     } else {
         rc = tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot move into place", tx->path);
+        free(keep);
         tupe_dirtx_abort(tx);
         return rc;
     }
+    free(keep);
     rc = tupe_fsync_dir(parent, e);
     dirtx_free(tx);
     return rc;

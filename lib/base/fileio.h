@@ -18,6 +18,14 @@ typedef struct tupe_in tupe_in;
 
 /* Open a file (or "-" for stdin) for buffered reading. Missing or unreadable: TUPE_ENOINPUT. */
 int tupe_in_open(tupe_in **in, const char *path, tupe_err *e);
+/* Open a file by name to read it (not "-"), never blocking in open(): a FIFO gets at most
+ * fifo_wait_ms for a process to open it for writing (TUPE_ENOINPUT "a FIFO that no process
+ * writes" then), and the bytes read while waiting (up to cap) go to first (*got, *eof at its
+ * end). A directory is TUPE_ENOINPUT. The descriptor blocks, as usual, or -1 (e says why).
+ * tupe_in_open gives a FIFO 30 s (a corpus may be started just before its producer),
+ * tupe_read_file and tupe_read_text 2 s (a configuration is expected to be there). */
+int tupe_open_input(const char *path, int fifo_wait_ms, void *first, size_t cap, size_t *got,
+                    int *eof, tupe_err *e);
 /* Wrap an open descriptor; `name` is used in messages; `own` closes fd on tupe_in_close. */
 int tupe_in_fdopen(tupe_in **in, int fd, const char *name, int own, tupe_err *e);
 /* Read up to n bytes; fewer only at end of input. *got receives the count. */

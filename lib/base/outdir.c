@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +89,95 @@ static int is_empty(const char *dir, int *err)
     return empty;
 }
 
+/* The kinds that other outputs may lie inside: directories that are written into, never
+ * replaced or pruned as a whole. A run holds its checkpoints, its event files and whatever
+ * the user adds beside them (figures, predictions, an export), but not another run: two
+ * runs' metrics and checkpoints would mix. A sweep holds its fine-tuning runs. Every other
+ * kind (a checkpoint, an export, shards, a vocabulary) is replaced or pruned as a whole, and
+ * what lay inside it would go with it. */
+static int may_hold(const char *outer, const char *inner)
+{
+    static const char *const written_into[] = {"figures directory", "GLUE predictions",
+                                               "TensorBoard events"};
+    for (size_t i = 0; i < sizeof written_into / sizeof *written_into; i++)
+        if (strcmp(outer, written_into[i]) == 0)
+            return 1;
+    int inner_run = strcmp(inner, "pre-training run") == 0 || strcmp(inner, "fine-tuning run") == 0 ||
+                    strcmp(inner, "GLUE sweep") == 0;
+    if (strcmp(outer, "GLUE sweep") == 0)
+        return strcmp(inner, "GLUE sweep") != 0 && strcmp(inner, "pre-training run") != 0;
+    if (strcmp(outer, "pre-training run") == 0 || strcmp(outer, "fine-tuning run") == 0)
+        return !inner_run;
+    return 0;
+}
+
+int tupe_outdir_enclosing(const char *path, char *dir, size_t dcap, char *kind, size_t kcap)
+{
+    /* The directory the last component is in: the longest prefix that exists, resolved (a
+     * link anywhere on the way is followed, as writing through it would be). */
+    char d[PATH_MAX], r[PATH_MAX];
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    if (n >= sizeof d)
+        return 0;
+    memcpy(d, path, n);
+    d[n] = 0;
+    for (;;) {
+        char *slash = strrchr(d, '/');
+        if (!slash) {
+            snprintf(d, sizeof d, ".");
+        } else if (slash == d) {
+            d[1] = 0;
+        } else {
+            *slash = 0;
+        }
+        if (realpath(d, r))
+            break;
+        if (strcmp(d, ".") == 0 || strcmp(d, "/") == 0)
+            return 0;
+    }
+    for (;;) {
+        if (tupe_outdir_kind(r, kind, kcap) == 1) {
+            snprintf(dir, dcap, "%s", r);
+            return 1;
+        }
+        char *slash = strrchr(r, '/');
+        if (!slash || (slash == r && !r[1]))
+            return 0;
+        if (slash == r)
+            r[1] = 0;
+        else
+            *slash = 0;
+    }
+}
+
+/* An output of `kind` at path may not lie inside a directory of a kind that cannot hold it
+ * (may_hold), at any depth: each marked directory above it is asked in turn. */
+static int check_enclosing(const char *path, const char *kind, tupe_err *e)
+{
+    char dir[PATH_MAX], outer[KIND_MAX + 1], cur[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    while (tupe_outdir_enclosing(cur, dir, sizeof dir, outer, sizeof outer)) {
+        if (!may_hold(outer, kind))
+            return tupe_fail(e, TUPE_ECANTCREAT, "%s: lies inside %s, a %s: refusing to put a %s "
+                             "there (%s); choose an output outside it", path, dir, outer, kind,
+                             may_hold(outer, "figures directory")
+                                 ? "one run inside another would mix them"
+                                 : "it would go when that directory is replaced or pruned");
+        if (strcmp(dir, "/") == 0)
+            break;
+        snprintf(cur, sizeof cur, "%s", dir);
+    }
+    return 0;
+}
+
 int tupe_outdir_check(const char *path, const char *kind, int mode, tupe_err *e)
 {
     struct stat st;
+    int rc = check_enclosing(path, kind, e);
+    if (rc)
+        return rc;
     if (stat(path, &st) != 0)
         return 0;
     if (!S_ISDIR(st.st_mode))

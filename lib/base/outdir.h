@@ -29,17 +29,27 @@
 
 #define TUPE_KIND_FILE ".tupe-kind"
 #define TUPE_LOCK_FILE ".tupe-lock"
+/* The names a directory replaced as a whole was written with (fileio.h, tupe_dirtx), one a
+ * line: what else is in it when it is replaced again is the user's and is kept. */
+#define TUPE_FILES_FILE ".tupe-files"
 
 enum { TUPE_OUTDIR_REPLACE = 0, TUPE_OUTDIR_INTO = 1 };
 
 /* Whether an output of `kind` may be put at `path` (see above): 0, or TUPE_ECANTCREAT with a
  * message that names what the directory is and what to do. A path that exists and is not a
- * directory is refused too. */
+ * directory is refused too, and so is a path inside another output that cannot hold it,
+ * found through every parent (links resolved): nothing lies inside a directory that is
+ * replaced or pruned as a whole (a checkpoint, a Hugging Face model, shards, a vocabulary),
+ * and a run never lies inside another run (a sweep holds its fine-tuning runs); runs and the
+ * directories that files are added to (figures, predictions, event files) hold the rest. */
 int tupe_outdir_check(const char *path, const char *kind, int mode, tupe_err *e);
 /* A directory that files of `kind` are to be added to (TUPE_OUTDIR_INTO): checked, created
  * when missing, and marked with the kind when it is new or empty; a plain directory of the
  * user's (".") is left unmarked. */
 int tupe_outdir_into(const char *dir, const char *kind, tupe_err *e);
+/* The nearest directory above path (not path itself) that records a kind: 1 with its
+ * resolved path and kind, 0 when none does. */
+int tupe_outdir_enclosing(const char *path, char *dir, size_t dcap, char *kind, size_t kcap);
 /* Record `kind` in DIR/.tupe-kind (atomically; DIR exists). */
 int tupe_outdir_mark(const char *dir, const char *kind, tupe_err *e);
 /* The kind recorded in dir: 1 (copied to kind), 0 when there is none, -1 when ".tupe-kind" is

@@ -434,8 +434,13 @@ static int check_paths(tupe_cli *c)
     /* Standard output, which every program may write: never onto an input. */
     if (!rc)
         rc = tupe_guard_output(g, "-", NULL, TUPE_GUARD_SAME, &e);
-    tupe_guard_free(g);
-    return rc ? tupe_cli_error(c, &e) : 0;
+    if (rc) {
+        tupe_guard_free(g);
+        return tupe_cli_error(c, &e);
+    }
+    tupe_guard_free(c->guard);
+    c->guard = g;
+    return 0;
 }
 
 int tupe_cli_run(tupe_cli *c, void *opts)
@@ -531,7 +536,11 @@ void tupe_cli_end(tupe_cli *c)
 {
     free(c->lopts);
     c->lopts = NULL;
+    tupe_guard_free(c->guard);
+    c->guard = NULL;
 }
+
+const struct tupe_guard *tupe_cli_inputs(const tupe_cli *c) { return c->guard; }
 
 /* ---- values ------------------------------------------------------------------------------- */
 

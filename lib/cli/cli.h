@@ -92,6 +92,7 @@ typedef struct tupe_cli {
     char shorts[160];
     struct { const char *opt, *path; int role; } paths[32]; /* file and directory values */
     int npaths;
+    struct tupe_guard *guard;      /* the inputs, kept from tupe_cli_run to tupe_cli_end */
 } tupe_cli;
 
 /* Pick the subcommand. Returns 0 to go on, or -1 when the program must stop with
@@ -107,6 +108,9 @@ int tupe_cli_next(tupe_cli *c, const char **arg);
  * output): an output that is, lies inside or (replaced as a whole) contains an input is
  * refused with 73 before the subcommand starts; an empty path is a usage error. */
 int tupe_cli_run(tupe_cli *c, void *opts);
+/* The command line's inputs, as tupe_cli_run recorded them (base/pathguard.h), for outputs
+ * that are checked again later, under their lock (train/rundir.h); NULL before. */
+const struct tupe_guard *tupe_cli_inputs(const tupe_cli *c);
 /* The value an option of the command's table has when it is not given (e.g. --data
  * glue_data), so that the rules see it too. Nothing when the option was given. */
 void tupe_cli_default(tupe_cli *c, const char *lng, const char *value);

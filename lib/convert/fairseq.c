@@ -97,10 +97,11 @@ static int fs_fill(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
     if (fs_name(x, p->name, n, sizeof n, &chunk))
         return tupe_fail(e, TUPE_EFAIL, "parameter '%s' has no fairseq name", p->name);
     uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
-    if (chunk < 0)
-        return tupe_tset_read(x->s, n, p->ndim, shape, dst, e);
     /* Fused [Q; K; V] along the output dimension: read it whole, take our third. */
-    shape[0] *= 3;
+    if (chunk >= 0)
+        shape[0] *= 3;
+    if (chunk < 0 || !dst)
+        return tupe_tset_read(x->s, n, p->ndim, shape, dst, e);
     int rc = tupe_tset_read(x->s, n, p->ndim, shape, x->qkv, e);
     if (!rc)
         memcpy(dst, x->qkv + (size_t)chunk * p->numel, p->numel * sizeof *dst);

@@ -414,6 +414,7 @@ typedef struct import_ctx {
     int tupe;                /* model_type "tupe" */
     int head_missing;        /* masked-LM head absent: keep the seeded values */
     int legacy_noted;
+    int lowercase;           /* tokenizer_config.json's do_lower_case, or -1 */
 } import_ctx;
 
 static int cfg_err(import_ctx *x, tupe_err *e, const char *key, const char *want)
@@ -566,6 +567,61 @@ static int hf_fill(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
     return tupe_tset_read(x->s, hf, p->ndim, shape, dst, e);
 }
 
+/* Bound before allocating: the sizes config.json states are held to the weights before any
+ * memory is reserved for them. Every layer it counts must be there (a count beyond them
+ * would cost the list of their tensors before the first missing one were found); the shapes
+ * (vocab_size rows of the word embeddings...) are asked of every tensor by
+ * tupe_import_build, before it allocates the model. */
+static int check_sizes(import_ctx *x, tupe_err *e)
+{
+    char pre[64];
+    snprintf(pre, sizeof pre, "bert.encoder.layer.%d.", x->c.num_layers - 1);
+    if (x->c.num_layers > 0 && !tupe_tset_has_prefix(x->s, pre)) {
+        int have = 0;
+        for (;; have++) {
+            snprintf(pre, sizeof pre, "bert.encoder.layer.%d.", have);
+            if (!tupe_tset_has_prefix(x->s, pre))
+                break;
+        }
+        return tupe_fail(e, TUPE_EDATA, "%s: num_hidden_layers %d, but the weights (%s) hold %d "
+                         "layer%s (no bert.encoder.layer.%d.*)", x->cfgpath, x->c.num_layers,
+                         tupe_tset_file(x->s, 0), have, have == 1 ? "" : "s", have);
+    }
+    return 0;
+}
+
+/* The tokenizer's casing from tokenizer_config.json, when there is one: a file that is not
+ * a JSON object, or whose do_lower_case is not a boolean, is an error naming it (its casing
+ * would silently be lost); no file, or no do_lower_case, leaves the casing unrecorded. */
+static int read_casing(import_ctx *x, tupe_err *e)
+{
+    char tc[PATH_MAX];
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", x->src);
+    x->lowercase = -1;
+    if (!tupe_path_exists(tc))
+        return 0;
+    char *buf;
+    size_t len;
+    int rc = tupe_read_text(tc, &buf, &len, 16u << 20, e);
+    if (rc)
+        return rc;
+    json_error_t je;
+    json_t *t = json_loadb(buf, len, 0, &je);
+    free(buf);
+    if (!t)
+        return tupe_fail_linecol(e, TUPE_EDATA, tc, je.line > 0 ? je.line : 1,
+                                 je.column > 0 ? je.column : 1, "%s", je.text);
+    json_t *lc = json_object_get(t, "do_lower_case");
+    if (!json_is_object(t))
+        rc = tupe_fail(e, TUPE_EDATA, "%s: expected a JSON object", tc);
+    else if (lc && !json_is_boolean(lc))
+        rc = tupe_fail(e, TUPE_EDATA, "%s: do_lower_case is not true or false", tc);
+    else if (lc)
+        x->lowercase = json_is_true(lc);
+    json_decref(t);
+    return rc;
+}
+
 /* A tied tensor that is present must equal the one it is tied to. */
 static int check_tied(import_ctx *x, tupe_model *m, const char *name, const char *ours,
                       tupe_err *e)
@@ -651,14 +707,8 @@ static char *import_state(import_ctx *x)
             json_object_set_new(o, "task", json_string(task));
     }
     /* The tokenizer's casing, for tupe-glue. */
-    char tc[PATH_MAX];
-    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", x->src);
-    json_error_t je;
-    json_t *t = tupe_path_exists(tc) ? json_load_file(tc, 0, &je) : NULL;
-    json_t *lc = json_object_get(t, "do_lower_case");
-    if (json_is_boolean(lc))
-        json_object_set_new(o, "lowercase", json_boolean(json_is_true(lc)));
-    json_decref(t);
+    if (x->lowercase >= 0)
+        json_object_set_new(o, "lowercase", json_boolean(x->lowercase));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s;
@@ -722,7 +772,8 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
                                      je.column > 0 ? je.column : 1, "%s", je.text);
         goto out;
     }
-    if ((rc = read_config(&x, e)) || (rc = open_weights(&x, e)) || (rc = normalize_names(&x, e)))
+    if ((rc = read_config(&x, e)) || (rc = open_weights(&x, e)) || (rc = normalize_names(&x, e)) ||
+        (rc = check_sizes(&x, e)) || (rc = read_casing(&x, e)))
         goto out;
     char expect[PATH_MAX + 16];
     snprintf(expect, sizeof expect, "(from %s)", x.cfgpath);

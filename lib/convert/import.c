@@ -358,7 +358,8 @@ int tupe_tset_read(tupe_tset *s, const char *name, int ndim, const uint64_t *sha
     uint64_t n = 1;
     for (int d = 0; d < ndim; d++)
         n *= shape[d];
-    tupe_to_f32(dt, data, out, (size_t)n);
+    if (out) /* NULL: only whether it is there, with that shape */
+        tupe_to_f32(dt, data, out, (size_t)n);
     return 0;
 }
 
@@ -426,9 +427,24 @@ int tupe_import_build(tupe_model **mp, const tupe_config *c, uint64_t seed, tupe
                       void *ctx, tupe_err *e)
 {
     *mp = NULL;
-    tupe_model *m;
-    int rc = make_model(&m, c, e);
+    /* Bound before allocating: every tensor the configuration implies is first asked of the
+     * source (fill without a destination), so that a config.json that says 100000 layers or a
+     * vocabulary of 20 million costs a list of names, not the model's memory, before it is
+     * refused for the tensor it lacks or the shape it disagrees with. */
+    tupe_layout lay0;
+    int rc = tupe_layout_build(&lay0, c, e);
     if (rc)
+        return rc;
+    for (size_t i = 0; i < lay0.count && !rc; i++) {
+        int r = fill(ctx, &lay0.t[i], NULL, e);
+        if (r && r != TUPE_IMPORT_KEEP)
+            rc = r;
+    }
+    tupe_layout_free(&lay0);
+    if (rc)
+        return rc;
+    tupe_model *m;
+    if ((rc = make_model(&m, c, e)))
         return rc;
     const tupe_layout *lay = tupe_model_layout(m);
     size_t most = 0;

@@ -84,12 +84,14 @@ size_t tupe_tset_drop(tupe_tset *s, const char *prefix, const char *why, tupe_no
 #define TUPE_IMPORT_KEEP (-1)
 
 /* Fill dst (p->numel floats, the layout of params.h) and return 0; TUPE_IMPORT_KEEP; or an
- * error status with e set. */
+ * error status with e set. dst NULL: fill nothing, only say which of the three it would be
+ * (tupe_import_build asks every tensor so before it allocates the model). */
 typedef int (*tupe_import_fill)(void *ctx, const tupe_param *p, float *dst, tupe_err *e);
 
 /* A model of configuration c (vocab_size set) on a CPU backend of its own, every tensor given
  * by fill, or, where fill keeps it, the BERT initialization drawn from `seed` (the values
- * tupe_model_init gives). Free with tupe_import_free. */
+ * tupe_model_init gives). Every tensor is asked of fill (without a destination) before any
+ * memory of the model is reserved. Free with tupe_import_free. */
 int tupe_import_build(tupe_model **m, const tupe_config *c, uint64_t seed, tupe_import_fill fill,
                       void *ctx, tupe_err *e);
 void tupe_import_free(tupe_model *m);

@@ -99,7 +99,13 @@ int tupe_tf_info(const char *path, json_t **out, tupe_err *e)
             json_object_set_new(root, "optimizer", json_true());
         snprintf(f, sizeof f, "%s/config.json", path);
         json_error_t je;
-        json_t *hc = tupe_path_exists(f) ? json_load_file(f, 0, &je) : NULL;
+        char *txt = NULL;
+        size_t tl;
+        tupe_err ignored; /* info shows what it can read: a config.json it cannot is left out */
+        json_t *hc = tupe_path_exists(f) && tupe_read_text(f, &txt, &tl, 16u << 20, &ignored) == 0
+                         ? json_loadb(txt, tl, 0, &je)
+                         : NULL;
+        free(txt);
         if (hc)
             json_object_set_new(root, "hf_config", hc);
     }

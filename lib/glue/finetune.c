@@ -541,7 +541,9 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     size_t *order = NULL;
     json_t *settings = NULL;
     int rc;
-    if ((rc = tupe_rundir_claim(&rdir, o->out, &tupe_run_finetune, 0, e)) ||
+    tupe_rundir_spec where = {o->out, &tupe_run_finetune, 0, o->tensorboard, o->no_tensorboard,
+                              o->inputs};
+    if ((rc = tupe_rundir_claim(&rdir, &where, e)) ||
         !(settings = tupe_ft_settings(o, t, precision_of(be), e)) ||
         (rc = setup_tokenizer(&x, e)) || (rc = check_vocab_of(&x, e)) ||
         (rc = tupe_glue_read(t, &t->splits[0], o->data, &train, skip_print, (void *)o, e)) ||
@@ -555,8 +557,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
         (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
         goto out;
-    if ((rc = tupe_rundir_begin(&rdir, o->out, &tupe_run_finetune, 0, -1, o->tensorboard,
-                                o->no_tensorboard, e)))
+    if ((rc = tupe_rundir_begin(&rdir, &where, -1, e)))
         goto out;
     size_t n = tr.n;
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);

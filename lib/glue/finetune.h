@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "base/pathguard.h"
 #include "base/error.h"
 #include "base/note.h"
 #include "glue/glue.h"
@@ -39,6 +40,7 @@ typedef struct tupe_ft_opts {
     const char *tensorboard;   /* train: event files of the metrics (train/rundir.h), NULL: OUT/tensorboard;
                                   sweep: one subdirectory lr-X/seed-N per run */
     int no_tensorboard;        /* metrics.jsonl only */
+    const tupe_guard *inputs;  /* the command line's inputs (train/rundir.h), or NULL */
     int recipe;
     int lowercase;             /* the vocabulary's casing (1: uncased) */
     int max_len;

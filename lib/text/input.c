@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
+
 #define PEEK 1024
 #define ARBUF (1 << 17)
 
@@ -191,14 +193,16 @@ int tupe_source_open(tupe_source **out, const char *path, tupe_err *e)
         free(s);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
+    size_t first = 0;
+    int eof = 0;
     if (strcmp(path, "-") == 0) {
         s->fd = 0;
     } else {
-        s->fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* A FIFO waits a while for its writer, never forever (base/fileio.h). */
+        s->fd = tupe_open_input(path, 30000, s->peek, PEEK, &first, &eof, e);
         if (s->fd < 0) {
-            int err = errno;
             tupe_source_close(s);
-            return tupe_fail_errno(e, TUPE_ENOINPUT, err, "%s", path);
+            return e->code;
         }
         s->own = 1;
     }
@@ -207,7 +211,9 @@ int tupe_source_open(tupe_source **out, const char *path, tupe_err *e)
         tupe_source_close(s);
         return tupe_fail(e, TUPE_ENOINPUT, "%s: is a directory", path);
     }
-    ssize_t r = read_full(s->fd, s->peek, PEEK);
+    ssize_t r = eof ? 0 : read_full(s->fd, s->peek + first, PEEK - first);
+    if (r >= 0)
+        r += (ssize_t)first;
     if (r < 0) {
         int err = errno;
         tupe_source_close(s);

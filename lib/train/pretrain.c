@@ -552,18 +552,27 @@ static int check_options(trainer *t, tupe_err *e)
     return apply_variant(o, &c, e);
 }
 
+/* Where the run is written (train/rundir.h). */
+static tupe_rundir_spec run_spec(const tupe_pretrain_opts *o)
+{
+    tupe_rundir_spec s = {o->out, &tupe_run_pretrain, o->resume, o->tensorboard, o->no_tensorboard,
+                          o->inputs};
+    return s;
+}
+
 /* The run directory: a new run, or the latest checkpoint of the one to resume. */
 static int find_run(trainer *t, tupe_err *e)
 {
     const tupe_pretrain_opts *o = t->r.o;
-    int rc;
-    if ((rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from, &t->resume_step, e)))
-        return rc;
-    /* Rank 0 takes an existing directory (its kind, its lock) before any work; a run from
-     * before kinds were recorded is taken when it is resumed. The other ranks only read it. */
-    rc = t->r.rank == 0 ? tupe_rundir_claim(&t->dir, o->out, &tupe_run_pretrain, o->resume, e)
-                        : tupe_rundir_check(o->out, &tupe_run_pretrain, o->resume, e);
-    if (rc)
+    /* Rank 0 takes an existing directory (its kind, its lock) before any work, and only then
+     * reads its checkpoints; a run from before kinds were recorded is taken when it is
+     * resumed. The other ranks only read it. tupe_rundir_begin holds the directory to what
+     * was read here. */
+    tupe_rundir_spec where = run_spec(o);
+    int rc = t->r.rank == 0 ? tupe_rundir_claim(&t->dir, &where, e)
+                            : tupe_rundir_check(o->out, &tupe_run_pretrain, o->resume, e);
+    if (rc || (rc = tupe_rundir_latest(o->out, t->resume_from, sizeof t->resume_from,
+                                        &t->resume_step, e)))
         return rc;
     if (!o->resume && t->resume_from[0])
         /* A new run here would have its checkpoints pruned in favour of the old run's later ones
@@ -744,9 +753,8 @@ static int start_run_dir(trainer *t, tupe_err *e)
     const tupe_pretrain_opts *o = t->r.o;
     if (t->r.rank != 0)
         return 0;
-    int rc = tupe_rundir_begin(&t->dir, o->out, &tupe_run_pretrain, o->resume,
-                               t->resume_from[0] ? t->st.step : -1, o->tensorboard,
-                               o->no_tensorboard, e);
+    tupe_rundir_spec where = run_spec(o);
+    int rc = tupe_rundir_begin(&t->dir, &where, t->resume_from[0] ? t->resume_step : -1, e);
     if (rc)
         return rc;
     const char *kl = kernels_line(&t->r);

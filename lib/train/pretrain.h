@@ -26,6 +26,7 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/note.h"
+#include "base/pathguard.h"
 #include "model/config.h"
 #include "model/optim.h"
 #include "train/comm.h"
@@ -65,6 +66,8 @@ typedef struct tupe_pretrain_opts {
     const char *tensorboard;     /* event files of the metrics (train/rundir.h); NULL: the run
                                     directory's tensorboard/ */
     int no_tensorboard;          /* metrics.jsonl only */
+    const tupe_guard *inputs;    /* the command line's inputs, which -o is held apart from again
+                                    once its lock is taken (train/rundir.h), or NULL */
     int zero;                    /* shard the optimizer over the ranks (ZeRO-1; 1) or not (0) */
     double bucket_mb;            /* MiB of gradients sent at a time (train/gradsync.h; 25) */
     int grad_reduce;             /* TUPE_REDUCE_TREE (fixed order; default) or _NCCL (train/comm.h) */

@@ -75,21 +75,44 @@ static void drop(tupe_rundir *rd)
     free(rd);
 }
 
-/* Create dir, take its lock, check it again under the lock (another process may have taken it
- * since), and record its kind. */
-static int take(tupe_rundir **out, const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e)
+/* The checks that need nothing written: the run directory's kind and parents, and those of
+ * the event files' directory (a file there, or a checkpoint above it, is refused before any
+ * directory is made). */
+static int check_spec(const tupe_rundir_spec *s, tupe_err *e)
 {
-    int rc = tupe_rundir_check(dir, k, adopt, e);
-    if (rc || (rc = tupe_mkdir_p(dir, e)))
+    int rc = tupe_rundir_check(s->dir, s->k, s->adopt, e);
+    if (!rc && !s->no_tensorboard && s->tensorboard)
+        rc = tupe_outdir_check(s->tensorboard, TUPE_TFEVENTS_KIND, TUPE_OUTDIR_INTO, e);
+    return rc;
+}
+
+/* Under the lock: the run directory and its event files are still no input, whatever their
+ * names lead to now. */
+static int check_inputs(const tupe_rundir_spec *s, tupe_err *e)
+{
+    if (!s->inputs)
+        return 0;
+    int rc = tupe_guard_output(s->inputs, s->dir, "-o", TUPE_GUARD_INTO, e);
+    if (!rc && !s->no_tensorboard && s->tensorboard)
+        rc = tupe_guard_output(s->inputs, s->tensorboard, "--tensorboard", TUPE_GUARD_INTO, e);
+    return rc;
+}
+
+/* Create dir, take its lock, check it again under the lock (another process may have taken it
+ * since, or the name may lead elsewhere now), and record its kind. */
+static int take(tupe_rundir **out, const tupe_rundir_spec *s, tupe_err *e)
+{
+    int rc = check_spec(s, e);
+    if (rc || (rc = tupe_mkdir_p(s->dir, e)))
         return rc;
     tupe_rundir *rd = calloc(1, sizeof *rd);
-    if (!rd || !(rd->dir = strdup(dir))) {
+    if (!rd || !(rd->dir = strdup(s->dir))) {
         free(rd);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
-    rd->k = k;
-    if ((rc = tupe_dirlock_take(&rd->lock, dir, e)) || (rc = tupe_rundir_check(dir, k, adopt, e)) ||
-        (rc = tupe_outdir_mark(dir, k->kind, e))) {
+    rd->k = s->k;
+    if ((rc = tupe_dirlock_take(&rd->lock, s->dir, e)) || (rc = check_spec(s, e)) ||
+        (rc = check_inputs(s, e)) || (rc = tupe_outdir_mark(s->dir, s->k->kind, e))) {
         drop(rd);
         return rc;
     }
@@ -97,11 +120,32 @@ static int take(tupe_rundir **out, const char *dir, const tupe_run_kind *k, int 
     return 0;
 }
 
-int tupe_rundir_claim(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
-                      tupe_err *e)
+int tupe_rundir_claim(tupe_rundir **rd, const tupe_rundir_spec *s, tupe_err *e)
 {
     *rd = NULL;
-    return tupe_path_exists(dir) ? take(rd, dir, k, adopt, e) : tupe_rundir_check(dir, k, adopt, e);
+    return tupe_path_exists(s->dir) ? take(rd, s, e) : check_spec(s, e);
+}
+
+/* Under the lock, before anything is written: the checkpoints are those the run was started
+ * from. */
+static int check_unchanged(const tupe_rundir_spec *s, int64_t resume_step, tupe_err *e)
+{
+    char latest[PATH_MAX];
+    int64_t step;
+    int rc = tupe_rundir_latest(s->dir, latest, sizeof latest, &step, e);
+    if (rc)
+        return rc;
+    if (resume_step < 0 && latest[0])
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: holds a run now (checkpoints up to step %lld), "
+                         "written by another process since this one started: refusing to "
+                         "write over it; --resume continues it, or choose another -o", s->dir,
+                         (long long)step);
+    if (resume_step >= 0 && (!latest[0] || step != resume_step))
+        return tupe_fail(e, TUPE_ECANTCREAT, "%s: its latest checkpoint is %s%lld now, not step "
+                         "%lld, which this run resumed: another process wrote it since; "
+                         "resume again", s->dir, latest[0] ? "step " : "none, was ",
+                         (long long)(latest[0] ? step : resume_step), (long long)resume_step);
+    return 0;
 }
 
 /* Keep the lines of steps up to `step` (a killed run may have logged a few more). */
@@ -150,21 +194,28 @@ static int remove_events(const char *dir, tupe_err *e)
     return rc;
 }
 
-int tupe_rundir_begin(tupe_rundir **rdp, const char *dir, const tupe_run_kind *k, int adopt,
-                      int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e)
+int tupe_rundir_begin(tupe_rundir **rdp, const tupe_rundir_spec *s, int64_t resume_step,
+                      tupe_err *e)
 {
     char path[PATH_MAX], tb[PATH_MAX];
     int rc;
-    if (!*rdp && (rc = take(rdp, dir, k, adopt, e)))
+    if (!*rdp && (rc = take(rdp, s, e)))
         return rc;
     tupe_rundir *rd = *rdp;
-    if (k->done) {
-        snprintf(path, sizeof path, "%s/%s", dir, k->done);
+    /* Claimed earlier: the lock has been held since, but the kind, the parents and the
+     * inputs are asked again here too, next to the contents, so that one place says what a
+     * run holds when it starts. */
+    if ((rc = check_spec(s, e)) || (rc = check_inputs(s, e)) ||
+        (rc = check_unchanged(s, resume_step, e)))
+        return rc;
+    const char *dir = s->dir;
+    if (s->k->done) {
+        snprintf(path, sizeof path, "%s/%s", dir, s->k->done);
         if (remove(path) != 0 && errno != ENOENT)
             return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
     }
     snprintf(tb, sizeof tb, "%s/tensorboard", dir);
-    if (!no_tensorboard && !tensorboard && resume_step < 0 && (rc = remove_events(tb, e)))
+    if (!s->no_tensorboard && !s->tensorboard && resume_step < 0 && (rc = remove_events(tb, e)))
         return rc;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (resume_step >= 0 && (rc = trim_metrics(path, resume_step, e)))
@@ -172,7 +223,8 @@ int tupe_rundir_begin(tupe_rundir **rdp, const char *dir, const tupe_run_kind *k
     snprintf(rd->path, sizeof rd->path, "%s", path);
     if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w")))
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
-    if (!no_tensorboard && (rc = tupe_tfevents_open_dir(&rd->tb, tensorboard ? tensorboard : tb, e))) {
+    if (!s->no_tensorboard &&
+        (rc = tupe_tfevents_open_dir(&rd->tb, s->tensorboard ? s->tensorboard : tb, e))) {
         fclose(rd->metrics);
         rd->metrics = NULL;
         return rc;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/pathguard.h"
 
 typedef struct tupe_run_kind {
     const char *kind;       /* what its .tupe-kind says: "pre-training run", "fine-tuning run" */
@@ -47,19 +48,33 @@ extern const tupe_run_kind tupe_run_finetune;  /* metrics.jsonl, best/, results.
  * resumed) counts as one. */
 int tupe_rundir_check(const char *dir, const tupe_run_kind *k, int adopt, tupe_err *e);
 
+/* Where a run is written, and what may not change under it. */
+typedef struct tupe_rundir_spec {
+    const char *dir;
+    const tupe_run_kind *k;
+    int adopt;                  /* see tupe_rundir_check */
+    const char *tensorboard;    /* the event files' directory; NULL: dir/tensorboard */
+    int no_tensorboard;         /* none */
+    const tupe_guard *inputs;   /* the program's inputs (base/pathguard.h), or NULL */
+} tupe_rundir_spec;
+
 typedef struct tupe_rundir tupe_rundir;
 
-/* Before the work: check dir and, when it exists, take it now (its lock, its kind), so that
- * a second writer is refused before anything is read. Nothing is created: a run that fails
- * before it starts leaves no directory behind (*rd stays NULL when dir does not exist). */
-int tupe_rundir_claim(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
+/* Before the work: check dir and the event files' directory (kinds, parents: base/outdir.h)
+ * and, when dir exists, take it now (its lock, its kind), so that a second writer is refused
+ * before anything is read. Nothing is created: a run that fails before it starts leaves no
+ * directory behind (*rd stays NULL when dir does not exist). */
+int tupe_rundir_claim(tupe_rundir **rd, const tupe_rundir_spec *s, tupe_err *e);
+/* Start writing the run: take dir if tupe_rundir_claim did not (creating it), and check it
+ * again under the lock: check, lock, check again. Its kind and parents are checked anew, the
+ * directory (and the event files') against the inputs again (a -o replaced by a link since
+ * the command line was read), and its checkpoints against what the run was started from: a
+ * new run (resume_step < 0) finds none, a resumed run finds resume_step the latest; anything
+ * else means another process wrote the directory in between (TUPE_ECANTCREAT, nothing
+ * touched). Then remove the done marker, and open metrics.jsonl: empty for a new run, else
+ * cut after the lines of resume_step; and its TensorBoard copy (none with no_tensorboard). */
+int tupe_rundir_begin(tupe_rundir **rd, const tupe_rundir_spec *s, int64_t resume_step,
                       tupe_err *e);
-/* Start writing the run: take dir if tupe_rundir_claim did not (creating it), remove the
- * done marker, and open metrics.jsonl: empty for a new run (resume_step < 0), else cut after
- * the lines of resume_step; and its TensorBoard copy: in `tensorboard`, NULL for
- * dir/tensorboard, none with no_tensorboard. */
-int tupe_rundir_begin(tupe_rundir **rd, const char *dir, const tupe_run_kind *k, int adopt,
-                      int64_t resume_step, const char *tensorboard, int no_tensorboard, tupe_err *e);
 /* One metrics line, a JSON object starting {"step":N, without its newline: appended to
  * metrics.jsonl and the event file, both flushed at once. NULL rd: nothing (the other ranks). */
 void tupe_rundir_metric(tupe_rundir *rd, const char *fmt, ...) TUPE_PRINTF(2, 3);

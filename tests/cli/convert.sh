@@ -255,4 +255,36 @@ run $C export --to hf $F/bert-a -o $T/bert-a-hf --vocab $T/short.txt
 [ $rc = 65 ] && cmp -s $T/bert-a-hf/model.safetensors $F/bert-a-hf/model.safetensors &&
     [ -z "$(ls -A $T | grep '\.tmp\.')" ]
 verdict "a failed export leaves the old directory untouched"
+# ---- outputs and sizes (issue 26) ---------------------------------------------------------------
+# Re-exporting over an export keeps what the export did not write: the user's README, a folder.
+run $C export --to hf $F/bert-a -o $T/keep-hf --vocab $F/vocab.txt
+echo "my model card" >$T/keep-hf/README.md && mkdir -p $T/keep-hf/eval && echo 1 >$T/keep-hf/eval/scores
+run $C export --to hf $F/bert-a -o $T/keep-hf --vocab $F/vocab.txt
+[ $rc = 0 ] && [ "$(cat $T/keep-hf/README.md)" = "my model card" ] && [ -f $T/keep-hf/eval/scores ] &&
+    cmp -s $T/keep-hf/model.safetensors $F/bert-a-hf/model.safetensors
+verdict "export over an export keeps the user's README and folders, replaces its own files"
+
+# Sizes in config.json are held to the weights before memory is reserved for them.
+cp -r $F/hf-bert $T/deep && sed -i 's/"num_hidden_layers": *[0-9]*/"num_hidden_layers": 100000/' $T/deep/config.json
+run timeout 20 $TUPE_BIN/$C import --from hf $T/deep -o $T/deep-ck
+[ $rc = 65 ] && has $T/err "deep/config.json: num_hidden_layers 100000, but the weights" && [ ! -e $T/deep-ck ]
+verdict "num_hidden_layers beyond the weights: refused naming config.json, before the model is built"
+cp -r $F/hf-bert $T/wide && sed -i 's/"vocab_size": *[0-9]*/"vocab_size": 20000000/' $T/wide/config.json
+run timeout 20 $TUPE_BIN/$C import --from hf $T/wide -o $T/wide-ck
+[ $rc = 65 ] && has $T/err "expected [20000000, 32] (from $T/wide/config.json)" && ! has $T/err "out of memory"
+verdict "vocab_size beyond the embeddings: refused naming config.json, not out of memory"
+# A FIFO where config.json or tokenizer_config.json belongs never blocks forever.
+cp -r $F/hf-bert $T/fifocfg && rm $T/fifocfg/config.json && mkfifo $T/fifocfg/config.json
+run timeout 20 $TUPE_BIN/$C import --from hf $T/fifocfg -o $T/fifo-ck
+[ $rc = 66 ] && has $T/err "config.json: a FIFO that no process writes"
+verdict "a FIFO as config.json without a writer: refused within seconds (66)"
+cp -r $F/hf-bert $T/tcfg && echo '{"do_lower_case": tru' >$T/tcfg/tokenizer_config.json
+run $C import --from hf $T/tcfg -o $T/tcfg-ck
+[ $rc = 65 ] && has $T/err "tcfg/tokenizer_config.json:1:" && [ ! -e $T/tcfg-ck ]
+verdict "a malformed tokenizer_config.json: refused naming it, not its casing silently dropped"
+rm -f $T/tcfg/tokenizer_config.json && mkfifo $T/tcfg/tokenizer_config.json
+run timeout 20 $TUPE_BIN/$C import --from hf $T/tcfg -o $T/tcfg-ck
+[ $rc = 66 ] && has $T/err "tokenizer_config.json: a FIFO that no process writes"
+verdict "a FIFO as tokenizer_config.json without a writer: refused within seconds (66)"
+
 exit $_failed

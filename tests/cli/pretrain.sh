@@ -44,6 +44,16 @@ verdict "--no-tensorboard: metrics.jsonl only"
 run $P train "${common[@]}" -o $T/tb2 --steps 2 --tensorboard $T/tbdir/run2
 [ $rc = 0 ] && [ ! -e $T/tb2/tensorboard ] && ls $T/tbdir/run2/events.out.tfevents.* >/dev/null
 verdict "--tensorboard DIR: the event files there"
+# --tensorboard is an output like -o: refused before any directory is made when it names a
+# file, and never inside the checkpoint being resumed (pruning it would take the events along).
+echo x >$T/tbfile
+run $P train "${common[@]}" -o $T/tb4 --steps 2 --tensorboard $T/tbfile
+[ $rc = 73 ] && has $T/err "tbfile: exists and is not a directory" && [ ! -e $T/tb4 ]
+verdict "--tensorboard naming a file: refused (73) before the run directory is made"
+run $P train "${common[@]}" -o $T/a --resume --steps 26 --tensorboard $T/a/checkpoints/step-00000024/tb
+[ $rc = 73 ] && has $T/err "lies inside $T/a/checkpoints/step-00000024, a checkpoint" &&
+    [ ! -e $T/a/checkpoints/step-00000024/tb ] && [ ! -d $T/a/checkpoints/step-00000026 ]
+verdict "--tensorboard inside the checkpoint being resumed: refused (73), nothing written"
 # What a run killed before its first checkpoint leaves: metrics.jsonl and an event file.
 mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/a/.tupe-kind $T/tb3/ &&
     cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/

@@ -258,12 +258,13 @@ static void directory_commit_is_atomic(void)
     s = unit_slurp(path, &n);
     CHECK_STR(s, "second");
     free(s);
-    /* A replacement leaves exactly the directory: its two files and its kind. */
+    /* A replacement leaves exactly the directory: its two files, its kind and the list of
+     * what it wrote. */
     write_dir(dir, "third");
     s = unit_slurp(path, &n);
     CHECK_STR(s, "third");
     free(s);
-    CHECK_INT(count_entries(dir), 3);
+    CHECK_INT(count_entries(dir), 4);
     snprintf(path, sizeof path, "%s/.tupe-kind", dir);
     s = unit_slurp(path, &n);
     CHECK_STR(s, "test directory\n");
@@ -302,7 +303,75 @@ static void mkdir_p_and_remove_tree(void)
     CHECK(!tupe_path_exists(top));
 }
 
+/* Replacing a directory keeps what its writer did not write (the user's README, a folder of
+ * theirs) and refuses to delete one that the new directory would write over. */
+static void replace_keeps_the_users_files(void)
+{
+    char dir[4200], f[4400];
+    snprintf(dir, sizeof dir, "%s/export", unit_tmpdir());
+    write_dir(dir, "one");
+    snprintf(f, sizeof f, "%s/README.md", dir);
+    unit_write(f, "mine\n", 5);
+    snprintf(f, sizeof f, "%s/extra", dir);
+    mkdir(f, 0777);
+    snprintf(f, sizeof f, "%s/extra/notes", dir);
+    unit_write(f, "n", 1);
+    write_dir(dir, "two");
+    size_t n;
+    snprintf(f, sizeof f, "%s/a", dir);
+    char *s = unit_slurp(f, &n);
+    CHECK_STR(s, "two");
+    free(s);
+    snprintf(f, sizeof f, "%s/README.md", dir);
+    s = unit_slurp(f, &n);
+    CHECK_STR(s, "mine\n");
+    free(s);
+    snprintf(f, sizeof f, "%s/extra/notes", dir);
+    CHECK(tupe_path_exists(f));
+    /* what the writer wrote, and only that, is listed */
+    snprintf(f, sizeof f, "%s/.tupe-files", dir);
+    s = unit_slurp(f, &n);
+    CHECK(strstr(s, "a\n") && strstr(s, "b\n") && !strstr(s, "README") && !strstr(s, "extra"));
+    free(s);
+    /* a file of the user's that the new directory writes too: refused, both kept */
+    snprintf(f, sizeof f, "%s/c", dir);
+    unit_write(f, "user", 4);
+    tupe_dirtx *tx;
+    tupe_err e;
+    CHECK_INT(tupe_dirtx_begin(&tx, dir, "test directory", &e), 0);
+    tupe_write_file(tupe_dirtx_file(tx, "c"), "new", 3, &e);
+    CHECK_INT(tupe_dirtx_commit(tx, &e), TUPE_ECANTCREAT);
+    CHECK_HAS(e.msg, "/c: not written by tupe");
+    s = unit_slurp(f, &n);
+    CHECK_STR(s, "user");
+    free(s);
+}
+
+/* A FIFO where a file is read never blocks forever: without a writer, reading it whole fails
+ * within its bound (2 s), naming it; with one, it is read as any pipe. */
+static void fifo_without_writer(void)
+{
+    char f[4200];
+    snprintf(f, sizeof f, "%s/config.json", unit_tmpdir());
+    CHECK_INT(mkfifo(f, 0666), 0);
+    char *buf;
+    size_t n;
+    tupe_err e;
+    CHECK_INT(tupe_read_text(f, &buf, &n, 1 << 20, &e), TUPE_ENOINPUT);
+    CHECK_HAS(e.msg, "config.json: a FIFO that no process writes");
+    pid_t w = fork();
+    if (w == 0) {
+        int fd = open(f, O_WRONLY);
+        _exit(fd >= 0 && write(fd, "{}\n", 3) == 3 ? 0 : 1);
+    }
+    CHECK_INT(tupe_read_text(f, &buf, &n, 1 << 20, &e), 0);
+    CHECK_STR(buf, "{}\n");
+    free(buf);
+    waitpid(w, NULL, 0);
+}
+
 UNIT_MAIN(T(read_exact_and_offsets), T(missing_input_is_named), T(getline_edge_cases),
           T(read_file_limit), T(atomic_replace_commit_and_abort),
           T(crash_mid_write_keeps_old_file), T(write_error_is_reported), T(cannot_create_output),
-          T(directory_commit_is_atomic), T(mkdir_p_and_remove_tree))
+          T(directory_commit_is_atomic), T(mkdir_p_and_remove_tree),
+          T(replace_keeps_the_users_files), T(fifo_without_writer))

@@ -101,7 +101,7 @@ static void shards_follow_the_index(void)
 
 static int ramp(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
 {
-    for (size_t i = 0; i < p->numel; i++)
+    for (size_t i = 0; dst && i < p->numel; i++)
         dst[i] = (float)i * 0.01f;
     return strncmp(p->name, "cls.", 4) == 0 ? TUPE_IMPORT_KEEP : 0;
 }

@@ -87,4 +87,49 @@ static void one_writer_at_a_time(void)
     free(d);
 }
 
-UNIT_MAIN(T(kinds), T(unmarked_directories), T(one_writer_at_a_time))
+/* No output inside another that cannot hold it, found through every parent. */
+static void nested_outputs(void)
+{
+    char run[4200], ck[4400], p[4600];
+    snprintf(run, sizeof run, "%s", unit_path("nest-run"));
+    snprintf(ck, sizeof ck, "%s/checkpoints/step-00000002", run);
+    tupe_err e;
+    mkdir(run, 0777);
+    CHECK_INT(tupe_outdir_mark(run, "pre-training run", &e), 0);
+    snprintf(p, sizeof p, "%s/checkpoints", run);
+    mkdir(p, 0777);
+    mkdir(ck, 0777);
+    CHECK_INT(tupe_outdir_mark(ck, "checkpoint", &e), 0);
+    /* a run holds its checkpoints, event files, figures */
+    CHECK_INT(tupe_outdir_check(ck, "checkpoint", TUPE_OUTDIR_REPLACE, &e), 0);
+    snprintf(p, sizeof p, "%s/tb", run);
+    CHECK_INT(tupe_outdir_check(p, "TensorBoard events", TUPE_OUTDIR_INTO, &e), 0);
+    /* nothing inside a checkpoint, at any depth, even through a directory not made yet */
+    snprintf(p, sizeof p, "%s/tb", ck);
+    CHECK_INT(tupe_outdir_check(p, "TensorBoard events", TUPE_OUTDIR_INTO, &e), TUPE_ECANTCREAT);
+    CHECK_HAS(e.msg, "lies inside");
+    CHECK_HAS(e.msg, "a checkpoint");
+    snprintf(p, sizeof p, "%s/a/b/c", ck);
+    CHECK_INT(tupe_outdir_check(p, "figures directory", TUPE_OUTDIR_INTO, &e), TUPE_ECANTCREAT);
+    /* through a link to it, too */
+    char link[4200];
+    snprintf(link, sizeof link, "%s", unit_path("nest-link"));
+    CHECK_INT(symlink(ck, link), 0);
+    snprintf(p, sizeof p, "%s/tb", link);
+    CHECK_INT(tupe_outdir_check(p, "TensorBoard events", TUPE_OUTDIR_INTO, &e), TUPE_ECANTCREAT);
+    /* a run not inside another run; a sweep holds fine-tuning runs */
+    snprintf(p, sizeof p, "%s/other", run);
+    CHECK_INT(tupe_outdir_check(p, "pre-training run", TUPE_OUTDIR_REPLACE, &e), TUPE_ECANTCREAT);
+    CHECK_HAS(e.msg, "one run inside another");
+    char sw[4200];
+    snprintf(sw, sizeof sw, "%s", unit_path("nest-sweep"));
+    mkdir(sw, 0777);
+    CHECK_INT(tupe_outdir_mark(sw, "GLUE sweep", &e), 0);
+    snprintf(p, sizeof p, "%s/lr-1e-05/seed-1", sw);
+    CHECK_INT(tupe_outdir_check(p, "fine-tuning run", TUPE_OUTDIR_REPLACE, &e), 0);
+    char where[4200], kind[64];
+    CHECK_INT(tupe_outdir_enclosing(p, where, sizeof where, kind, sizeof kind), 1);
+    CHECK_STR(kind, "GLUE sweep");
+}
+
+UNIT_MAIN(T(kinds), T(unmarked_directories), T(one_writer_at_a_time), T(nested_outputs))

@@ -104,7 +104,7 @@ static void bf16_within_its_rounding(void)
 
 static int fill_ramp(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
 {
-    for (size_t i = 0; i < p->numel; i++)
+    for (size_t i = 0; dst && i < p->numel; i++)
         dst[i] = 0.001f * (float)(i % 997) - 0.3f;
     return 0;
 }
