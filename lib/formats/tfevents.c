@@ -1,11 +1,13 @@
 #include "formats/tfevents.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -155,6 +157,97 @@ int tupe_tfevents_json(tupe_tfevents *w, const char *line, double wall, tupe_err
                  ? scalars(w, "", o, json_integer_value(step), wall, e)
                  : tupe_fail(e, TUPE_EFAIL, "metrics record without an integer \"step\": %.80s", line);
     json_decref(o);
+    return rc;
+}
+
+int tupe_tfevents_restart(tupe_tfevents *w, int64_t step, double wall, tupe_err *e)
+{
+    Tensorboard__SessionLog sl = TENSORBOARD__SESSION_LOG__INIT;
+    sl.status = TENSORBOARD__SESSION_LOG__SESSION_STATUS__START;
+    Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
+    ev.wall_time = wall;
+    ev.step = step;
+    ev.what_case = TENSORBOARD__EVENT__WHAT_SESSION_LOG;
+    ev.session_log = &sl;
+    return write_event(w, &ev, e);
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* One event file cut after `step` (see the header). */
+static int trim_file(const char *path, int64_t step, tupe_err *e)
+{
+    char *buf;
+    size_t len;
+    int rc = tupe_read_file(path, &buf, &len, (size_t)1 << 32, e);
+    if (rc)
+        return rc;
+    const uint8_t *p = (const uint8_t *)buf;
+    size_t at = 0, keep_len = 0;
+    uint8_t *keep = malloc(len ? len : 1);
+    int dropped = 0;
+    if (!keep) {
+        free(buf);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    while (at < len) {
+        if (len - at < 12 || rd32(p + at + 8) != tupe_crc32c_masked(p + at, 8)) {
+            dropped = 1; /* torn */
+            break;
+        }
+        uint64_t n = rd64(p + at);
+        if (n > len - at - 12 || len - at - 12 - n < 4 ||
+            rd32(p + at + 12 + n) != tupe_crc32c_masked(p + at + 12, (size_t)n)) {
+            dropped = 1;
+            break;
+        }
+        Tensorboard__Event *ev = tensorboard__event__unpack(NULL, (size_t)n, p + at + 12);
+        int later = ev && ev->what_case != TENSORBOARD__EVENT__WHAT_FILE_VERSION && ev->step > step;
+        if (ev)
+            tensorboard__event__free_unpacked(ev, NULL);
+        if (later) {
+            dropped = 1;
+        } else {
+            memcpy(keep + keep_len, p + at, (size_t)n + 16);
+            keep_len += (size_t)n + 16;
+        }
+        at += (size_t)n + 16;
+    }
+    free(buf);
+    if (dropped)
+        rc = tupe_write_file(path, keep, keep_len, e);
+    free(keep);
+    return rc;
+}
+
+int tupe_tfevents_trim_dir(const char *dir, int64_t step, tupe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (strncmp(de->d_name, "events.out.tfevents.", 20) != 0)
+            continue;
+        char p[PATH_MAX];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+            rc = trim_file(p, step, e);
+    }
+    closedir(d);
     return rc;
 }
 

@@ -7,7 +7,10 @@
  * file_version "brain.Event:2"; each scalar is an Event with wall_time, step and a Summary of
  * one Value {tag, simple_value}. Records are flushed as they are written, so TensorBoard shows
  * a run while it trains; a resumed run writes a new file beside the old ones, as TensorFlow
- * does. */
+ * does, after the old ones were cut back to the step it resumes from (tupe_tfevents_trim_dir)
+ * and starting with a SessionLog START at the first step it writes (tupe_tfevents_restart),
+ * the marker on which TensorBoard discards what an earlier file holds from that step on: each
+ * step is shown once. */
 #ifndef TUPE_TFEVENTS_H
 #define TUPE_TFEVENTS_H
 
@@ -36,6 +39,14 @@ int tupe_tfevents_scalar(tupe_tfevents *w, const char *tag, int64_t step, double
  * objects give "outer/inner" (tupe-glue's "dev/accuracy"); strings, booleans, null, arrays
  * and non-finite values (printf's nan and inf, which metrics.jsonl may hold) are left out. The line must be a JSON object with an integer "step". */
 int tupe_tfevents_json(tupe_tfevents *w, const char *line, double wall, tupe_err *e);
+
+/* A SessionLog START at `step`: TensorBoard drops the events of earlier files at that step and
+ * later (a run resumed from step - 1, whose killed predecessor logged past its checkpoint). */
+int tupe_tfevents_restart(tupe_tfevents *w, int64_t step, double wall, tupe_err *e);
+/* Cut every event file of dir (events.out.tfevents.*) after the events of `step`: the records
+ * of later steps, and a torn last record (a killed writer's), are dropped, the file rewritten
+ * atomically when anything was. A file that does not parse as TFRecords is left alone. */
+int tupe_tfevents_trim_dir(const char *dir, int64_t step, tupe_err *e);
 
 /* Seconds since the epoch, for `wall`. */
 double tupe_tfevents_now(void);

@@ -220,11 +220,19 @@ int tupe_rundir_begin(tupe_rundir **rdp, const tupe_rundir_spec *s, int64_t resu
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (resume_step >= 0 && (rc = trim_metrics(path, resume_step, e)))
         return rc;
+    /* The run's own event files, cut back as metrics.jsonl is (a killed run logged past its
+     * checkpoint); a directory of the caller's may hold other runs' files: there the START
+     * marker of the new file (below) tells TensorBoard to discard the replayed steps. */
+    if (resume_step >= 0 && !s->no_tensorboard && !s->tensorboard &&
+        (rc = tupe_tfevents_trim_dir(tb, resume_step, e)))
+        return rc;
     snprintf(rd->path, sizeof rd->path, "%s", path);
     if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w")))
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
     if (!s->no_tensorboard &&
-        (rc = tupe_tfevents_open_dir(&rd->tb, s->tensorboard ? s->tensorboard : tb, e))) {
+        ((rc = tupe_tfevents_open_dir(&rd->tb, s->tensorboard ? s->tensorboard : tb, e)) ||
+         (resume_step >= 0 &&
+          (rc = tupe_tfevents_restart(rd->tb, resume_step + 1, tupe_tfevents_now(), e))))) {
         fclose(rd->metrics);
         rd->metrics = NULL;
         return rc;

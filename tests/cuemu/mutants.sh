@@ -22,6 +22,7 @@ only=${CUEMU_MUTANTS:-}
 # name|the bug|a Perl substitution that must change the file exactly once
 MUTANTS=(
     'barrier-block-reduce|block_reduce without its leading __syncthreads (a warp that runs ahead overwrites the partial sums a slower one still reads)|s{\n\s*__syncthreads\(\); /\* sh may still be read by a previous call \*/}{}'
+    'hang-block-reduce|block_reduce spins forever before its first barrier (a kernel that never ends: caught by the part time limit, CUEMU_PART_TIMEOUT, within minutes)|s{(\n\s*)__syncthreads\(\); /\* sh may still be read by a previous call \*/}{$1for (volatile int spin = 1; spin;) {} /* never ends */}'
     'barrier-column-sums|k_colsum_part reads the shared partial sums without the __syncthreads after they are written|s{(\[threadIdx\.x\] = ab;)\n\s*__syncthreads\(\);}{$1}'
     'transpose-cublaslt|the cuBLASLt descriptor takes op(A) from ta and op(B) from tb (the row-major to column-major swap forgotten)|s{opa = k->tb \? CUBLAS_OP_T : CUBLAS_OP_N;\n(\s*)cublasOperation_t opb = k->ta}{opa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n$1cublasOperation_t opb = k->tb}'
     'transpose-legacy-gemm|the cuBLAS fallback passes the transposes of A and B the wrong way round|s{cublasGemmStridedBatchedEx\(pr->blas, tb \? CUBLAS_OP_T : CUBLAS_OP_N,\n(\s*)ta \? CUBLAS_OP_T : CUBLAS_OP_N}{cublasGemmStridedBatchedEx(pr->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N,\n$1tb ? CUBLAS_OP_T : CUBLAS_OP_N}'
@@ -76,7 +77,7 @@ for m in "${MUTANTS[@]}"; do
         continue
     fi
     t0=$(date +%s)
-    CUEMU_PARITY=$d/tupe-parity CUEMU_FIRST_FAILURE=1 \
+    CUEMU_PARITY=$d/tupe-parity CUEMU_FIRST_FAILURE=1 CUEMU_PART_TIMEOUT=${CUEMU_PART_TIMEOUT:-120} \
         CUEMU_PARTS='^(ops|ops-warps|ops-legacy|step-small|step-t512|curve)-cuda' \
         CUEMU_BUILD=$CUEMU_BUILD CUEMU_SAN_BUILD= "$TUPE_SRC/tests/cuemu/run.sh" >"$d/run.log" 2>&1
     rc=$?

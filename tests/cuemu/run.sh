@@ -41,7 +41,18 @@
 # the Makefile); CUEMU_PARTS, an extended regular expression: only the parts it matches;
 # CUEMU_PARITY, a tupe-parity to use instead of CUEMU_BUILD's (tests/cuemu/mutants.sh);
 # CUEMU_FIRST_FAILURE=1: one part at a time, stopping at the first that fails; CUEMU_KEEP=1:
-# the parts' files (logs, runs) are kept, in the directory named first.
+# the parts' files (logs, runs) are kept, in the directory named first; CUEMU_PART_TIMEOUT,
+# the seconds a part may take (default 600): one that runs longer (a kernel that never ends,
+# a process that deadlocks at exit) is killed, with everything it started, and fails with
+# "timed out", so that a broken kernel fails the suite within minutes, never hangs it.
+#
+# The sanitizer parts run with symbolize=0: a report then symbolizes nothing inside the
+# process. With symbolization on, a report from an interceptor followed by LeakSanitizer's
+# check at exit (matching tests/lsan.supp) could re-enter the symbolizer's lock and wait on
+# it forever, single-threaded. The suppressions name libraries, which LeakSanitizer matches
+# by module without the symbolizer; a report's frames are "(module+0xoffset)", which
+#   llvm-symbolizer --obj=MODULE 0xOFFSET   (or addr2line -fe MODULE 0xOFFSET)
+# turns into lines.
 set -u
 : "${TUPE_SRC:?run through make check-cuemu}" "${CUEMU_BUILD:?run through make check-cuemu}"
 : "${CUEMU_SAN_BUILD:=}" "${TUPE_DATA:=$TUPE_SRC/../shared/data}"
@@ -60,6 +71,9 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$TUPE_SRC/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TUPE_PROGRESS_INTERVAL=0
+part_timeout=${CUEMU_PART_TIMEOUT:-600}
+# The sanitizer parts' options (see above): never symbolize inside the process.
+SAN_ENV="export ASAN_OPTIONS=$ASAN_OPTIONS:symbolize=0 UBSAN_OPTIONS=$UBSAN_OPTIONS:symbolize=0 LSAN_OPTIONS=$LSAN_OPTIONS:symbolize=0;"
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/cuemu-run.XXXXXX")
 if [ "${CUEMU_KEEP:-0}" = 1 ]; then echo "# the parts' files are kept in $logs"; else trap 'rm -rf "$logs"' EXIT; fi
@@ -426,6 +440,19 @@ part_guard() {
     return $rc
 }
 
+part_time_limit() {
+    local t0 out rc
+    t0=$(date +%s)
+    out=$(CUEMU_TEST_HANG=1 CUEMU_PART_TIMEOUT=3 CUEMU_PARTS= "$TUPE_SRC/tests/cuemu/run.sh" 2>&1)
+    rc=$?
+    local took=$(($(date +%s) - t0))
+    echo "$out" | sed 's/^/  /'
+    [ $rc != 0 ] && echo "$out" | grep -q '^not ok - cuemu/hang: .*timed out after 3 s' &&
+        echo "$out" | grep -q '^0 passed, 1 failed' && [ $took -lt 60 ] ||
+        { echo "a part that hangs was not failed within its 3-second limit (exit $rc, $took s)"; return 1; }
+    echo "DETAIL a hanging part failed after $took s under a 3-second limit"
+}
+
 # name|what the line says|command (run by bash, with the functions above)
 PARTS=(
     "selftest|cuemu's own tests|$CB/tests/cuemu-selftest"
@@ -454,14 +481,18 @@ PARTS+=(
     "glue|tupe-glue cuda vs cpu|part_glue"
 )
 if [ -n "$SB" ]; then
-    PARTS+=("asan-selftest|ASan+UBSan: cuemu's own tests|$SB/tests/cuemu-selftest")
+    PARTS+=("asan-selftest|ASan+UBSan: cuemu's own tests|$SAN_ENV $SB/tests/cuemu-selftest")
     for dev in cuda cuda-bf16; do
         PARTS+=(
-            "asan-ops-$dev|ASan+UBSan: ops|$SB/tests/tupe-parity ops --ref cpu --dev $dev"
-            "asan-step-$dev|ASan+UBSan: 6 variants, tiny, B=2, T=40|steps $SB/tests/tupe-parity $dev tiny 2 40"
+            "asan-ops-$dev|ASan+UBSan: ops|$SAN_ENV $SB/tests/tupe-parity ops --ref cpu --dev $dev"
+            "asan-step-$dev|ASan+UBSan: 6 variants, tiny, B=2, T=40|$SAN_ENV steps $SB/tests/tupe-parity $dev tiny 2 40"
         )
     done
 fi
+# The time limit itself: a part that never ends (as a hung kernel would) fails within the
+# limit given it, and the run goes on. Run here as a run of its own, with a 3-second limit.
+PARTS+=("time-limit|a part that hangs is killed and fails the run, quickly|part_time_limit")
+[ "${CUEMU_TEST_HANG:-0}" = 1 ] && PARTS=("hang|a part that never ends|sleep 100000")
 
 # ---- running and judging ----------------------------------------------------------------
 
@@ -472,11 +503,16 @@ run_part() { # INDEX
     (
         export log X CB SB
         export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard part_counters \
-            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume part_volume
-        export logs
-        bash -c "$cmd"
+            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume part_volume \
+            part_time_limit
+        export logs TUPE_SRC
+        # timeout runs it in a process group of its own and signals the whole group: the limit
+        # ends all it started (ranks, mpirun), not only the shell
+        exec timeout --kill-after=10 "$part_timeout" bash -c "$cmd"
     ) >"$log" 2>&1
-    echo $? >"$log.rc"
+    local s=$?
+    [ $s = 124 ] || [ $s = 137 ] && echo "$part_timeout" >"$log.timeout"
+    echo $s >"$log.rc"
     echo $((($(date +%s%N) - t0) / 1000000)) >"$log.ms"
 }
 
@@ -491,13 +527,16 @@ judge() { # INDEX -> prints the part's line; returns 0 when it passed
     local detail="$((ms / 1000)).$((ms % 1000 / 100)) s"
     [ "$npass" -gt 0 ] && detail="$detail, $npass comparisons passed"
     grep -q '^DETAIL ' "$log" && detail="$detail; $(sed -n 's/^DETAIL //p' "$log" | paste -sd';' | sed 's/;/; /g')"
-    if [ "$npass" = 0 ] && ! grep -q '^DETAIL ' "$log"; then
+    if [ -e "$log.timeout" ]; then
+        bad="timed out after $(cat "$log.timeout") s (CUEMU_PART_TIMEOUT): killed"
+    elif [ "$npass" = 0 ] && ! grep -q '^DETAIL ' "$log"; then
         bad="nothing was compared"
     fi
     if [ "$rc" = 0 ] && [ "$nfail" = 0 ] && [ -z "$bad" ]; then
         echo "ok - cuemu/$name: $what ($detail)"
         return 0
     fi
+    [ -e "$log.timeout" ] && detail="$detail, timed out after $(cat "$log.timeout") s"
     echo "not ok - cuemu/$name: $what (exit $rc, $detail, $nfail failed)"
     { grep -E '^PARITY .* FAIL$|^not ok - |^PARITY .* error|^GEMM path|^DETAIL |^--device' "$log" | head -20
       [ -n "$bad" ] && echo "$bad"

@@ -58,7 +58,8 @@ static const tupe_cmd cmds[] = {
      "Line k (0-based) of METRICS is written at wall time 1700000000 + k + 0.25, after the\n"
      "file_version record at 1700000000, so that the bytes are always the same.", cat_opts, "file", run_tfevents},
     {"tfevents-cat", "FILE", "the scalars of a TensorBoard event file, one per line",
-     "Prints \"step TAG VALUE\" (VALUE as %.9g of the float) for every scalar, after checking\n"
+     "Prints \"step TAG VALUE\" (VALUE as %.9g of the float) for every scalar, \"step session_log\n"
+     "STATUS\" for a SessionLog (1: START), after checking\n"
      "the framing and both masked CRC-32C of every record; the first record must be the\n"
      "file_version \"brain.Event:2\".", NULL, "file", run_tfevents_cat},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
@@ -127,6 +128,8 @@ static int tfevents_cat(tupe_cli *c)
         if (k == 0 && (ev->what_case != TENSORBOARD__EVENT__WHAT_FILE_VERSION ||
                        strcmp(ev->file_version, "brain.Event:2") != 0))
             bad = "no file_version record first";
+        if (ev->what_case == TENSORBOARD__EVENT__WHAT_SESSION_LOG)
+            printf("%lld session_log %d\n", (long long)ev->step, (int)ev->session_log->status);
         if (ev->what_case == TENSORBOARD__EVENT__WHAT_SUMMARY)
             for (size_t i = 0; i < ev->summary->n_value; i++)
                 printf("%lld %s %.9g\n", (long long)ev->step, ev->summary->value[i]->tag,
