@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/dtype.h"
 #include "cli/cli.h"
@@ -218,6 +219,9 @@ static int cmd_npy(tupe_cli *c, void *opts)
     int rc = need_output(c, a, 0);
     if (rc)
         return rc;
+    if (a->out && strcmp(a->out, "-") == 0 && isatty(STDOUT_FILENO))
+        return tupe_cli_usage(c, "a .npy file is binary: not written to a terminal (give -o FILE "
+                                 "or a pipe)");
     size_t n;
     tupe_err e;
     if (tupe_tf_npy(c->args[0], a->tensor, a->out, a->rawbf16, &n, &e))

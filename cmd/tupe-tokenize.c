@@ -204,7 +204,7 @@ static int parse(tupe_cli *c, args *a)
     return 0;
 }
 
-static int open_corpus(tupe_cli *c, int docs, const char *field, tupe_corpus **corpus)
+static int open_corpus(tupe_cli *c, int docs, const char *field, int invalid, tupe_corpus **corpus)
 {
     static const char *const stdin_only[] = {"-"};
     tupe_err e;
@@ -215,6 +215,7 @@ static int open_corpus(tupe_cli *c, int docs, const char *field, tupe_corpus **c
         tupe_corpus_close(*corpus);
         return tupe_cli_error(c, &e);
     }
+    tupe_corpus_set_invalid(*corpus, invalid);
     return 0;
 }
 
@@ -303,7 +304,7 @@ static int cmd_encode(tupe_cli *c, void *opts)
         rc = tupe_cli_error(c, &e);
         goto done;
     }
-    if ((rc = open_corpus(c, a->docs, a->field, &corpus)))
+    if ((rc = open_corpus(c, a->docs, a->field, a->invalid, &corpus)))
         goto done;
     tupe_tok_header h;
     header_for(v, &h);
@@ -406,7 +407,7 @@ static int cmd_info(tupe_cli *c, void *opts)
     int have_text = c->nargs > 0;
     if (have_text) {
         tupe_corpus *corpus;
-        if ((rc = open_corpus(c, a->docs, a->field, &corpus)))
+        if ((rc = open_corpus(c, a->docs, a->field, a->invalid, &corpus)))
             goto done;
         tupe_tok_header h;
         header_for(v, &h);
@@ -515,7 +516,7 @@ static int cmd_train(tupe_cli *c, void *opts)
     tupe_corpus *corpus;
     int rc = open_corpus(c, a->docs == TUPE_DOCS_WIKI || a->docs == TUPE_DOCS_JSONL ? a->docs
                                                                                   : TUPE_DOCS_LINE,
-                         a->field, &corpus);
+                         a->field, a->invalid, &corpus);
     if (rc)
         return rc;
     tupe_err e;

@@ -216,6 +216,29 @@ int tupe_outdir_into(const char *dir, const char *kind, tupe_err *e)
     return is_empty(dir, &err) ? tupe_outdir_mark(dir, kind, e) : 0;
 }
 
+void tupe_outdir_discard(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    int only_ours = 1;
+    while (only_ours && (de = readdir(d))) {
+        const char *n = de->d_name;
+        only_ours = strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, TUPE_KIND_FILE) == 0 ||
+                    strcmp(n, TUPE_LOCK_FILE) == 0;
+    }
+    closedir(d);
+    if (!only_ours)
+        return;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, TUPE_KIND_FILE);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", dir, TUPE_LOCK_FILE);
+    unlink(p);
+    rmdir(dir);
+}
+
 struct tupe_dirlock {
     int fd;
 };

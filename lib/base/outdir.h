@@ -50,6 +50,9 @@ int tupe_outdir_into(const char *dir, const char *kind, tupe_err *e);
 /* The nearest directory above path (not path itself) that records a kind: 1 with its
  * resolved path and kind, 0 when none does. */
 int tupe_outdir_enclosing(const char *path, char *dir, size_t dcap, char *kind, size_t kcap);
+/* Undo tupe_outdir_into for a directory it made when the work then failed: removed when it
+ * holds nothing but tupe's bookkeeping (its .tupe-kind, a lock), else left as it is. */
+void tupe_outdir_discard(const char *dir);
 /* Record `kind` in DIR/.tupe-kind (atomically; DIR exists). */
 int tupe_outdir_mark(const char *dir, const char *kind, tupe_err *e);
 /* The kind recorded in dir: 1 (copied to kind), 0 when there is none, -1 when ".tupe-kind" is

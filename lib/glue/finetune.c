@@ -752,6 +752,7 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
     x.o = &oo;
     x.t = t;
     int rc = tupe_outdir_check(o->out, TUPE_PREDICTIONS_KIND, TUPE_OUTDIR_INTO, e);
+    int made = !tupe_path_exists(o->out); /* removed again if nothing comes of it */
     if (!rc)
         rc = load_finetuned(&x, be, &oo, e);
     if (!rc)
@@ -783,6 +784,8 @@ int tupe_ft_predict(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend
         tupe_glue_free(&d);
     }
     ft_free(&x);
+    if (rc && made)
+        tupe_outdir_discard(o->out);
     return rc;
 }
 

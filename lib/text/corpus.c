@@ -30,6 +30,7 @@ struct tupe_corpus {
     uint64_t consumed_closed, total;
     char *field;           /* JSONL */
     uint64_t mline;        /* JSONL: line number of the next chunk's first line */
+    int invalid;           /* JSONL: text/pretok.h's enum tupe_invalid */
     char *conv;            /* JSONL: the converted chunk */
     size_t conv_cap;
 };
@@ -189,6 +190,8 @@ void tupe_corpus_close(tupe_corpus *c)
     free(c);
 }
 
+void tupe_corpus_set_invalid(tupe_corpus *c, int invalid) { c->invalid = invalid; }
+
 int tupe_corpus_set_field(tupe_corpus *c, const char *field, tupe_err *e)
 {
     char *f = strdup(field);
@@ -204,7 +207,7 @@ static int convert_jsonl(tupe_corpus *c, tupe_chunk *ch, tupe_err *e)
 {
     size_t n;
     if (tupe_jsonl_convert(ch->data, ch->len, c->field ? c->field : TUPE_JSONL_FIELD, ch->name,
-                           c->mline, &c->conv, &c->conv_cap, &n, e))
+                           c->mline, ch->offset, c->invalid, &c->conv, &c->conv_cap, &n, e))
         return -1;
     for (const char *p = ch->data, *end = ch->data + ch->len; (p = memchr(p, '\n', (size_t)(end - p))); p++)
         c->mline++;

@@ -46,6 +46,9 @@ typedef struct tupe_corpus tupe_corpus;
 int tupe_corpus_open(tupe_corpus **c, const char *const *paths, int npaths, int docs, tupe_err *e);
 /* JSONL: the field that holds the text (default TUPE_JSONL_FIELD, "text"); copied. */
 int tupe_corpus_set_field(tupe_corpus *c, const char *field, tupe_err *e);
+/* JSONL: what to do with bytes that are not UTF-8 (text/pretok.h's enum tupe_invalid; the
+ * default is the error). Plain text keeps them for the tokenizer, which applies the same. */
+void tupe_corpus_set_invalid(tupe_corpus *c, int invalid);
 /* Fill ch with the next chunk of about `target` bytes: 1, 0 at the end of the corpus, or -1
  * on error (e says why). Empty members produce no chunk; an input whose members are all empty
  * is an error ("empty input"). */

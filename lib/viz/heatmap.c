@@ -283,6 +283,25 @@ int tupe_figure_write(const tupe_figure *f, const char *path, int format, tupe_e
 {
     layout L;
     make_layout(f, &L);
+    /* The drawing library's image surface holds at most 32767 pixels a side: said in the
+     * figure's own terms (which size, and the largest --cell that fits), before any file. */
+    if (format != TUPE_FIG_SVG && (L.width > 32767 || L.height > 32767)) {
+        int R, C;
+        max_dim(f, &R, &C);
+        long fixed_w = (long)L.width - (long)L.cols * L.mat_w;
+        long fixed_h = (long)L.height - (long)L.rows_of_grid * L.mat_h;
+        long cw = (32767 - fixed_w) / ((long)L.cols * (C > 0 ? C : 1));
+        long ch = (32767 - fixed_h) / ((long)L.rows_of_grid * (R > 0 ? R : 1));
+        long most = cw < ch ? cw : ch;
+        if (most >= 1)
+            return tupe_fail(e, TUPE_EUSAGE, "%s: the figure would be %d x %d pixels, more than "
+                             "the 32767 a PNG holds a side (%d x %d cells of %d pixels): give "
+                             "--cell %ld or less, or --format svg", path, L.width, L.height, R, C,
+                             L.cell, most);
+        return tupe_fail(e, TUPE_EUSAGE, "%s: the figure would be %d x %d pixels, more than the "
+                         "32767 a PNG holds a side (%d x %d cells): draw fewer, or --format svg",
+                         path, L.width, L.height, R, C);
+    }
     sink s = {NULL, e, 0};
     int rc = tupe_out_open(&s.o, path, e);
     if (rc)

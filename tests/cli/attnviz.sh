@@ -39,6 +39,12 @@ run $P pos $F/tupe-r -n 48 --heads 1,3 --scale head --view softmax --npy $T/r2 -
 check "--heads, --scale head, --view, -o FILE" eval '[ $rc = 0 ] && [ -s $T/one.png ] &&
     [ "$(grep -c "\"H[13]\"" $T/r2/meta.json)" = 2 ] && head -c 128 $T/r2/pos_softmax.npy | grep -q "(2, 48, 48)" &&
     [ "$(grep -c "^        \[$" $T/r2/meta.json)" = 2 ]'
+sed 's/"max_position_embeddings": 32/"max_position_embeddings": 520/; s/"num_attention_heads": 2/"num_attention_heads": 1/' \
+    $TUPE_SRC/tests/fixtures/convert/tiny.json >$T/long.json
+$TUPE_BUILD/tests/tupe-modeltool init --model $T/long.json --position tupe-a --vocab-size 60 -o $T/long-ck >/dev/null 2>&1
+run $P pos $T/long-ck -n 512 --view abs --cell 64 -o $T/huge
+check "a figure larger than a PNG holds: usage error naming the size and the --cell that fits" eval \
+    '[ $rc = 2 ] && has $T/err "more than the 32767 a PNG holds a side" && has $T/err "give --cell " && [ ! -e $T/huge/pos-abs.png ]'
 run $P pos $F/tupe-r -n 16 --view abs -o -
 check "-o - writes the one figure to stdout" eval '[ $rc = 0 ] && [ "$(head -c 4 $T/out | tail -c 3)" = PNG ]'
 run env TERM=xterm NO_COLOR= $P pos $F/tupe-r -n 8 --view abs,rel --term

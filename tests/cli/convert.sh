@@ -256,6 +256,9 @@ run $C export --to hf $F/bert-a -o $T/bert-a-hf --vocab $T/short.txt
     [ -z "$(ls -A $T | grep '\.tmp\.')" ]
 verdict "a failed export leaves the old directory untouched"
 # ---- outputs and sizes (issue 26) ---------------------------------------------------------------
+run script -qec "$TUPE_BIN/$C npy $F/bert-a -t embeddings.word_embeddings.weight -o -" /dev/null
+[ $rc = 2 ] && has $T/out "not written to a terminal" && ! has $T/out NUMPY
+verdict "npy -o - to a terminal: refused like tokenize and shard (2)"
 # Re-exporting over an export keeps what the export did not write: the user's README, a folder.
 run $C export --to hf $F/bert-a -o $T/keep-hf --vocab $F/vocab.txt
 echo "my model card" >$T/keep-hf/README.md && mkdir -p $T/keep-hf/eval && echo 1 >$T/keep-hf/eval/scores

@@ -102,6 +102,10 @@ if [ -x "$TUPE_BIN/tupe-pretrain" ] && [ -x "$TUPE_BIN/tupe-tokenize" ] && [ -x 
     [ $rc = 0 ] && [ "$(wc -l <$T/sub/SST-2.tsv)" = $lines ] && \
         [ "$(head -1 $T/sub/SST-2.tsv)" = "$(printf 'index\tprediction')" ]
     verdict "predict writes the leaderboard file with its line count"
+    mkdir -p $T/gbad/SST-2 && printf 'index\tsentence\n0\n' >$T/gbad/SST-2/test.tsv
+    run $P predict --task SST-2 --data $T/gbad --checkpoint $T/ft/best --vocab $T/vocab.txt -o $T/sub-bad
+    [ $rc = 65 ] && [ ! -e $T/sub-bad ]
+    verdict "predict with a malformed test row: refused (65), no output directory left"
     run $P eval --task RTE --data $G --checkpoint $T/ft/best --vocab $T/vocab.txt
     [ $rc = 2 ] && has $T/err "fine-tuned on SST-2, not RTE"
     verdict "a checkpoint of another task is refused"

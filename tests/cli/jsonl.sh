@@ -78,8 +78,23 @@ bad "no such field" '{"text": "a"}\n{"title": "b"}\n' 'bad.jsonl:2: no "text" fi
 bad "a number" '{"text": "a"}\n{"text": 42}\n' 'bad.jsonl:2: "text" is a number, not a string'
 bad "null" '{"text": null}\n' 'bad.jsonl:1: "text" is null, not a string'
 bad "not an object" '["text"]\n' "bad.jsonl:1: expected a JSON object, found an array"
-bad "invalid UTF-8" '{"text": "a\xff"}\n' "bad.jsonl:1:"
+bad "invalid UTF-8" '{"text": "a\xff"}\n' "bad.jsonl: byte 11: invalid UTF-8 (see --invalid)"
 bad "another field missing" '{"text": "a"}\n' 'bad.jsonl:1: no "body" field' --field body
+# What JSON allows in the fields a corpus ignores: an id above 2^63, 1e400.
+printf '{"id": 18446744073709551615, "score": 1e400, "text": "a b"}\n' >$T/big.jsonl
+printf 'a b\n' >$T/big.txt
+run $TT encode -q --vocab $V --docs jsonl --format text $T/big.jsonl -o $T/big.ids
+[ $rc = 0 ] && $TT encode -q --vocab $V --format text $T/big.txt -o $T/big-txt.ids && cmp -s $T/big.ids $T/big-txt.ids
+verdict "numbers jansson cannot hold, in ignored fields: accepted"
+# --invalid applies to JSON Lines as to plain text.
+printf '{"text": "a\xff b"}\n' >$T/inv.jsonl
+printf 'a\xff b\n' >$T/inv.txt
+for how in replace skip; do
+    run $TT encode -q --vocab $V --docs jsonl --invalid $how --format text $T/inv.jsonl -o $T/inv-j.ids
+    [ $rc = 0 ] && $TT encode -q --vocab $V --invalid $how --format text $T/inv.txt -o $T/inv-t.ids &&
+        cmp -s $T/inv-j.ids $T/inv-t.ids
+    verdict "--docs jsonl --invalid $how: the ids of the same plain text"
+done
 { for i in $(seq 1 3000); do echo '{"text": "line number '$i' of a long file"}'; done; echo '{"text": 1}'; } | zstd -q >$T/long.jsonl.zst
 run $TT encode -q --vocab $V --docs jsonl --format text $T/long.jsonl.zst -o $T/long.out
 [ $rc = 65 ] && has $T/err 'long.jsonl.zst:3001: "text" is a number'

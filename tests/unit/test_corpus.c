@@ -5,6 +5,7 @@
 #include "text/corpus.h"
 #include "text/jsonl.h"
 #include "text/pipeline.h"
+#include "text/pretok.h"
 #include "unit.h"
 
 /* Concatenate the chunks of a corpus, checking that each ends where a document may end. */
@@ -227,11 +228,11 @@ static void string_table(void)
 }
 
 /* JSON Lines: the field's text in blank-line framing, errors with file:line. */
-static char *convert(const char *in, const char *field, uint64_t first, tupe_err *e)
+static char *convert_as(const char *in, const char *field, uint64_t first, int invalid, tupe_err *e)
 {
     char *out = NULL;
     size_t cap = 0, n;
-    if (tupe_jsonl_convert(in, strlen(in), field, "c.jsonl", first, &out, &cap, &n, e)) {
+    if (tupe_jsonl_convert(in, strlen(in), field, "c.jsonl", first, 100, invalid, &out, &cap, &n, e)) {
         free(out);
         return NULL;
     }
@@ -240,6 +241,32 @@ static char *convert(const char *in, const char *field, uint64_t first, tupe_err
     s[n] = 0;
     free(out);
     return s;
+}
+
+static char *convert(const char *in, const char *field, uint64_t first, tupe_err *e)
+{
+    return convert_as(in, field, first, TUPE_INVALID_ERROR, e);
+}
+
+/* What JSON allows in the fields a corpus ignores is accepted (numbers jansson cannot hold),
+ * and bytes that are not UTF-8 get tupe(7)'s message or --invalid's treatment. */
+static void jsonl_edges(void)
+{
+    tupe_err e;
+    char *s = convert("{\"id\": 18446744073709551615, \"x\": [1e400, -2.5E-999], \"text\": \"a 1e400\"}\n",
+                      "text", 1, &e);
+    CHECK_STR(s ? s : e.msg, "a 1e400\n\n");
+    free(s);
+    s = convert("{\"text\": \"a\"}\n{\"text\": \"b\xff\"}\n", "text", 1, &e);
+    CHECK(!s && e.code == TUPE_EDATA);
+    CHECK_HAS(e.msg, "c.jsonl: byte 125: invalid UTF-8 (see --invalid)");
+    free(s);
+    s = convert_as("{\"text\": \"b\xff" "c\"}\n", "text", 1, TUPE_INVALID_REPLACE, &e);
+    CHECK_STR(s ? s : e.msg, "b\xef\xbf\xbd" "c\n\n");
+    free(s);
+    s = convert_as("{\"text\": \"b\xff" "c\"}\n", "text", 1, TUPE_INVALID_SKIP, &e);
+    CHECK_STR(s ? s : e.msg, "bc\n\n");
+    free(s);
 }
 
 static void jsonl(void)
@@ -257,7 +284,7 @@ static void jsonl(void)
         {"{\"text\": \"a\"}\n{\"body\": \"b\"}\n", "c.jsonl:8: no \"text\" field"},
         {"\n\n[\"text\"]\n", "c.jsonl:9: expected a JSON object, found an array"},
         {"{\"text\": \"a\"\n", "c.jsonl:7:"},
-        {"{\"text\": \"\xff\"}\n", "c.jsonl:7:"},
+        {"{\"text\": \"\xff\"}\n", "c.jsonl: byte 110: invalid UTF-8"},
         {"{\"text\": \"a\\u0000b\"}\n", "c.jsonl:7:"},
         {"{\"text\": null}\n", "\"text\" is null"},
     };
@@ -269,4 +296,4 @@ static void jsonl(void)
     }
 }
 
-UNIT_MAIN(T(chunks), T(framing), T(ordered_pipeline), T(string_table), T(jsonl))
+UNIT_MAIN(T(chunks), T(framing), T(ordered_pipeline), T(string_table), T(jsonl), T(jsonl_edges))
