@@ -33,6 +33,8 @@ struct tupe_model {
     tupe_dev *gdst;     /* where backward adds the gradients (grads, or the caller's) */
     tupe_grad_ready_fn ready;
     void *ready_ctx;
+    tupe_params_need_fn need;
+    void *need_ctx;
     size_t heads_lo;    /* the first element of the heads (after the last layer) */
     /* int32 inputs */
     tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls, *i_buckets;
@@ -320,6 +322,25 @@ void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx)
     m->ready_ctx = ctx;
 }
 
+void tupe_model_on_params_need(tupe_model *m, tupe_params_need_fn fn, void *ctx)
+{
+    m->need = fn;
+    m->need_ctx = ctx;
+}
+
+/* The parameters below hi are about to be read (tupe_model_on_params_need). */
+static void need(tupe_model *m, size_t hi)
+{
+    if (m->need)
+        m->need(m->need_ctx, hi);
+}
+
+/* The first element of layer l's parameters, the heads' for l = num_layers. */
+static size_t layer_lo(const tupe_model *m, int l)
+{
+    return l < m->cfg.num_layers ? m->lay.layer[l].qkv_w : m->heads_lo;
+}
+
 size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap)
 {
     size_t n = 0;
@@ -574,6 +595,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     const int32_t *ids = (const int32_t *)m->i_ids, *len = (const int32_t *)m->i_len;
     const int32_t *types = m->has_types ? (const int32_t *)m->i_types : NULL;
 
+    need(m, layer_lo(m, 0));
     position_fwd(m);
 
     tupe_drop d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
@@ -584,6 +606,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     for (int l = 0; l < c->num_layers; l++) {
         const tupe_layer_offsets *o = &y->layer[l];
         layer_acts *a = &m->la[l];
+        need(m, layer_lo(m, l + 1));
         be->linear_fwd(be, a->qkv, NULL, m->hs[l], PAR(o->qkv_w), PAR(o->qkv_b), N, D, 3 * D,
                        TUPE_ACT_NONE, NULL);
         if (c->position == TUPE_POS_BERT_AD)
@@ -606,6 +629,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                          PAR(o->ln2_g), PAR(o->ln2_b), N, D, c->layer_norm_eps, &d);
     }
 
+    need(m, m->flat);
     tupe_dev *top = m->hs[c->num_layers];
     tupe_fwd_out r = {0, 0, 0, 0};
     if (c->num_labels == 0) {

@@ -105,6 +105,12 @@ void tupe_model_grad_target(tupe_model *m, tupe_dev *dst);
  * backend work computing them is queued then, maybe not done. fn NULL: none. */
 typedef void (*tupe_grad_ready_fn)(void *ctx, size_t lo);
 void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx);
+/* fn(ctx, hi) is called during tupe_model_forward before the work that reads the parameters of
+ * the elements below hi is queued, hi growing: the embeddings and positional terms (below the
+ * first layer), then each layer from the first up, then the heads (hi = flat_size), so that
+ * parameters still arriving (train/gradsync.h) are waited for part by part. fn NULL: none. */
+typedef void (*tupe_params_need_fn)(void *ctx, size_t hi);
+void tupe_model_on_params_need(tupe_model *m, tupe_params_need_fn fn, void *ctx);
 /* The `lo` of those calls, in their order (num_layers + 2 of them, the last 0), into lo[]. */
 size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap);
 

@@ -34,6 +34,8 @@ struct tupe_comm {
     int aborted;
     float *host;                 /* host copies of device pieces */
     size_t host_n;
+    double *sums;                /* tupe_comm_dev_sums's on the host */
+    size_t sums_n;
     int nodes, node_size, hosts; /* the topology (tupe_comm_nodes); hosts: distinct ones */
     int *slot;                   /* every rank's slot */
     int reduce;                  /* TUPE_REDUCE_* of the device collectives */
@@ -333,6 +335,7 @@ void tupe_comm_finalize(tupe_comm *c)
 #endif
     pthread_mutex_destroy(&c->mu);
     free(c->host);
+    free(c->sums);
     free(c->slot);
     free(c);
 }
@@ -877,6 +880,41 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
     return host_gather(c, be, buf, piece, wide, e);
 }
 
+int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const size_t *ranges,
+                       size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
+                       double *sumsq, tupe_err *e)
+{
+    *sumsq = 0;
+#if defined(TUPE_HAVE_CUDA)
+    if (c->path != PATH_HOST && tupe_backend_cuda_device(be) >= 0)
+        return tupe_backend_cuda_sums(be, x, ranges, nranges, n, run, vals, nvals, sumsq, e);
+#endif
+    size_t np = (n + run - 1) / run, k = np + nvals;
+    if (np > INT_MAX)
+        return tupe_fail(e, TUPE_EFAIL, "gradient norm: %zu runs are too many", np);
+    if (c->sums_n < k) {
+        double *s = realloc(c->sums, k * sizeof *s);
+        if (!s)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        c->sums = s;
+        c->sums_n = k;
+    }
+    double *p = c->sums;
+    memset(p, 0, np * sizeof *p);
+    for (size_t r = 0; r < nranges; r++)
+        be->sumsq_parts(be, tupe_dev_at(be, x, ranges[2 * r]), ranges[2 * r + 1] - ranges[2 * r],
+                        run, p + ranges[2 * r] / run);
+    if (nvals)
+        memcpy(p + np, vals, nvals * sizeof *p);
+    int rc = be->check ? be->check(be, e) : 0;
+    if (!rc && (rc = tupe_comm_allreduce_f64(c, p, k, e)) == 0) {
+        if (nvals)
+            memcpy(vals, p + np, nvals * sizeof *p);
+        *sumsq = tupe_tree_sum_d(p, (int)np);
+    }
+    return rc;
+}
+
 int tupe_comm_dev_join(tupe_comm *c, tupe_backend *be, tupe_err *e)
 {
 #if defined(TUPE_HAVE_CUDA)
@@ -884,5 +922,25 @@ int tupe_comm_dev_join(tupe_comm *c, tupe_backend *be, tupe_err *e)
         return tupe_backend_cuda_comm_join(be, e);
 #endif
     (void)c, (void)be, (void)e;
+    return 0;
+}
+
+int tupe_comm_dev_mark(tupe_comm *c, tupe_backend *be, int i, tupe_err *e)
+{
+#if defined(TUPE_HAVE_CUDA)
+    if (c->path == PATH_NCCL)
+        return tupe_backend_cuda_comm_mark(be, i, e);
+#endif
+    (void)c, (void)be, (void)i, (void)e;
+    return 0;
+}
+
+int tupe_comm_dev_after(tupe_comm *c, tupe_backend *be, int i, tupe_err *e)
+{
+#if defined(TUPE_HAVE_CUDA)
+    if (c->path == PATH_NCCL)
+        return tupe_backend_cuda_comm_after(be, i, e);
+#endif
+    (void)c, (void)be, (void)i, (void)e;
     return 0;
 }

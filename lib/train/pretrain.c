@@ -902,9 +902,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
      * dead ranks) */
     tupe_fault_point("trainer.step");
-    /* the micro-batches' losses: each from one rank, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, norm, e)) ||
-        (rc = tupe_comm_allreduce_f64(r->comm, t->mloss, (size_t)n, e)))
+    /* the micro-batches' losses: each from one rank, summed over the ranks with the norm, then
+     * added by the gradient's tree */
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, (size_t)n, norm, e)))
         return rc;
     double loss_sum = tupe_tree_sum_d(t->mloss, n);
     *loss = counts[0] ? loss_sum / (double)counts[0] : 0;

@@ -250,6 +250,13 @@ part_ranks() {
         same_weights "$d/one4b" "$d/bf2" "2 ranks in bf16" || rc=1
     for_ranks 2 "$d/host2" "${tcp[@]}" TUPE_NCCL=0 -- --device cuda && same_weights "$d/one4" "$d/host2" "2 ranks, TUPE_NCCL=0 (host copies)" host || rc=1
     for_ranks 2 "$d/lazy2" "${tcp[@]}" CUEMU_STREAMS=lazy -- --device cuda && same_weights "$d/one4" "$d/lazy2" "2 ranks, streams run only when waited for (CUEMU_STREAMS=lazy)" || rc=1
+    # the overlaps (the gradients' buckets behind the backward pass, the parameters' gathers
+    # behind the next forward pass, layer by layer): NCCL's work started late, so that the
+    # compute stream runs ahead wherever it does not wait; and streams run only when waited for
+    for_ranks 4 "$d/n22d" "${file[@]}" HOSTS=a,a,b,b CUEMU_NCCL_DELAY_MS=20 -- --device cuda &&
+        same_weights "$d/one2" "$d/n22d" "4 ranks as 2 nodes x 2, NCCL's work 20 ms late" || rc=1
+    for_ranks 4 "$d/n22l" "${file[@]}" HOSTS=a,b,a,b CUEMU_NCCL_DELAY_MS=5 CUEMU_STREAMS=lazy -- --device cuda &&
+        same_weights "$d/one2" "$d/n22l" "4 ranks as 2 nodes x 2, NCCL 5 ms late, lazy streams" || rc=1
     # tests/gpu/run.sh's measure of NCCL's bandwidth runs (its numbers mean nothing here)
     local r pids=()
     for r in 0 1; do
@@ -279,8 +286,9 @@ part_ranks() {
 
 # The bytes each rank sends per step inside its node and across nodes, as cuemu's NCCL counts
 # them (CUEMU_NCCL_BYTES): 4 ranks as 2 nodes x 2, the difference between runs of 4 and 2
-# steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G per
-# rank in all, and 2 (W-1)/W of the node's G over its L links across nodes.
+# steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G (and
+# the step's scalars S) per rank in all, and 2 (W-1)/W of the node's over its L links across
+# nodes.
 volume() { # NAME LIMIT VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 when the
     # total is not the ring's or a rank sends more than LIMIT times the ring's share across nodes
     local name=$1 limit=$2 d=$logs/volume s n=4 L=2
@@ -296,12 +304,14 @@ volume() { # NAME LIMIT VAR=VALUE... -- ARGS...: prints a line per rank and DETA
     local G
     G=$(sed -n 's/.*buckets (\([0-9]*\) reals).*/\1/p' "$d/$name.4.log" | head -1)
     [ -n "$G" ] || { echo "$name: no gradient size in the log"; return 1; }
-    awk -v name="$name" -v G=$((G * 4)) -v W=$n -v L=$L -v limit="$limit" '
+    # S: the step's scalars, one all-reduce of doubles: the norm's runs' sums (one per 4096
+    # reals) and the 4 micro-batches' losses
+    awk -v name="$name" -v G=$((G * 4)) -v S=$(((G / 4096 + 4) * 8)) -v W=$n -v L=$L -v limit="$limit" '
         FNR == 1 { f++ }
         { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
           r = v["rank"]; intra[f, r] = v["intra"]; inter[f, r] = v["inter"]; nodes = v["nodes"] }
         END {
-            ring = 2 * (W - 1) / W * G; across = ring / L; bad = 0; worst = 0; lo = 1e9; hi = 0
+            ring = 2 * (W - 1) / W * (G + S); across = ring / L; bad = 0; worst = 0; lo = 1e9; hi = 0
             for (r = 0; r < W; r++) {
                 a = (intra[2, r] - intra[1, r]) / 2; x = (inter[2, r] - inter[1, r]) / 2; t = (a + x) / ring
                 printf "%s: rank %d: %.0f bytes per step inside its node, %.0f across (%.3f of the ring'"'"'s total, %.3f of its share across)\n", name, r, a, x, t, x / across
