@@ -29,7 +29,8 @@
 #   nccl                cuemu's NCCL (cuemu-nccltest), 2 to 4 processes, its topology and counts
 #   ranks, ranks-faults data parallelism on 2 and 4 emulated GPUs (below)
 #   volume              the bytes each rank sends per step inside its node and across nodes,
-#                       4 ranks as 2 nodes x 2, against a ring's volume
+#                       4 ranks as 2 nodes x 2, against a ring's volume; and the gradients'
+#                       path alone at 2 nodes x 8 (16 ranks)
 #   asan-*              selftest, ops and steps (tiny, T = 40) in the ASan+UBSan build
 #
 # A part passes when its commands succeed, every comparison passes, and the emulator reported
@@ -337,7 +338,35 @@ part_volume() {
     volume tree-zero0 1.1 "${tcp[@]}" -- --zero 0 || rc=1
     # NCCL's own (cuemu's counts: rings): the ring's share exactly
     volume nccl 1.001 "${tcp[@]}" -- --grad-reduce nccl || rc=1
+    path16 || rc=1
     return $rc
+}
+
+# The gradients' path alone (tupe-commtest gpu-path: the fixed-order reduce and gather of
+# 1 MiB) at the paper's 2 nodes x 8, 16 ranks: the bytes of each rank inside its node and
+# across, against the ring's (tests/gpu/run.sh and README's projection take the share across).
+path16() {
+    local d=$logs/volume r pids=() rc=0 h G=1048576 W=16 L=8
+    rm -f "$d/path16.bytes"
+    for ((r = 0; r < W; r++)); do
+        h=node-a
+        [ $r -ge $L ] && h=node-b
+        env NCCL_HOSTID=$h TUPE_RENDEZVOUS_FILE="$d/rdzv16" TUPE_COMM_TIMEOUT=120 CUEMU_DEVICES=$W \
+            CUEMU_NCCL_BYTES="$d/path16.bytes" WORLD_SIZE=$W RANK=$r LOCAL_RANK=$r \
+            "$CB/tests/tupe-commtest" gpu-path 1 >/dev/null 2>"$d/path16.$r.log" &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    grep -h -E '^cuemu: |tupe-commtest: ' "$d"/path16.*.log
+    [ $rc = 0 ] || { echo "path16: a rank failed"; return 1; }
+    awk -v G=$G -v W=$W -v L=$L '
+        { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          n++; t = (v["intra"] + v["inter"]) / (2 * (W - 1) / W * G); x = v["inter"] / (2 * (W - 1) / W * G / L)
+          if (n == 1 || t < lo) lo = t; if (t > hi) hi = t; if (x > worst) worst = x }
+        END {
+            printf "DETAIL the gradients'"'"' path at 2 nodes x 8 (16 ranks, 1 MiB): %.3f to %.3f of a ring'"'"'s 2(W-1)/W G in all, across nodes %.3f of its share (2 (N-1)/N G/L over 2 (W-1)/W G/L: 0.533)\n", lo, hi, worst
+            exit !(n == W && lo >= 0.999 && hi <= 1.001 && worst <= 0.534)
+        }' "$d/path16.bytes" || { echo "path16: not the expected volume"; cat "$d/path16.bytes"; return 1; }
 }
 
 part_ranks_faults() {
