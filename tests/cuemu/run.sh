@@ -511,7 +511,7 @@ run_part() { # INDEX
     (
         export log X CB SB
         export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard part_counters \
-            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume part_volume
+            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume path16 part_volume
         export logs
         bash -c "$cmd"
     ) >"$log" 2>&1
