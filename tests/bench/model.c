@@ -464,7 +464,7 @@ int main(int argc, char **argv)
            "\"steps\": %d, \"step_s\": %.4f, \"step_s_min\": %.4f, \"tokens_per_s\": %.1f, "
            "\"tokens_per_s_best\": %.1f, \"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, "
            "\"params\": %zu, \"gflop_per_step\": %.1f, \"gflops\": %.1f, \"gflops_best\": %.1f, "
-           "\"cpu_s\": %.4f, \"cpu_s_min\": %.4f, \"gflops_per_cpu_s\": %.1f",
+           "\"cpu_s\": %.4f, \"cpu_s_min\": %.4f, \"step_gflops_per_cpu_s\": %.1f",
            preset, variant, B, T, threads, steps, med, mn, B * T / med, B * T / mn, peak, base,
            tupe_model_layout(m)->nparams, fl / 1e9, fl / med / 1e9, fl / mn / 1e9, cpu, cpus[0],
            fl / cpus[0] / 1e9);

@@ -109,7 +109,7 @@ for run in $RUNS; do
             echo "| $preset b$batch t$SEQ $v: training step tokens/s, $TH threads, best of $STEPS steps ($(label "$m")) | $ot | $tt | $(ratio "$ot" "$tt") |"
             oc=$(tokcpu "$f" $((batch * SEQ))) tc=$(tokcpu "$TMP/torch.$preset.$v" $((batch * SEQ)))
             echo "| $preset b$batch t$SEQ $v: training step tokens per CPU-second, least CPU time of $STEPS steps ($(label "$m")) | $oc | $tc | $(ratio "$oc" "$tc") |"
-            shares+=("$m $preset b$batch t$SEQ $v|$(field "$f" gflops_best)|$(field "$f" gflops_per_cpu_s)")
+            shares+=("$m $preset b$batch t$SEQ $v|$(field "$f" gflops_best)|$(field "$f" step_gflops_per_cpu_s)")
         done
     done
     # Where the time of a step goes: every operation over 0.5% of BERT-A's or TUPE-R's step.
