@@ -147,8 +147,9 @@ static int cmd_train(tupe_cli *c, void *opts)
         return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
     tupe_backend *be;
     tupe_comm *comm;
-    int rc = open_compute(c, a, &be, &comm);
-    if (rc)
+    /* where rank 0 writes its address and secret: an output, never inside an input */
+    int rc = tupe_cli_env_output(c, "TUPE_RENDEZVOUS_FILE");
+    if (rc || (rc = open_compute(c, a, &be, &comm)))
         return rc;
     o->init = a->ckpt;
     /* a step of a large model can take minutes: rank 0 says that the signal was heard; a second

@@ -613,8 +613,9 @@ static int recv_until(int fd, void *buf, size_t n, double until, char *why, size
     char *p = buf;
     while (n > 0) {
         double left = until - tupe_now();
-        if (left <= 0) {
-            snprintf(why, cap, "rank 0 did not answer the hello");
+        if (left <= 0) { /* a reason from an earlier try, if any, says more */
+            if (!why[0] || strstr(why, "did not answer"))
+                snprintf(why, cap, "rank 0 did not answer the hello");
             return -1;
         }
         struct pollfd pf = {fd, POLLIN, 0};
@@ -651,7 +652,8 @@ static int refused(int fd, unsigned char *a, size_t n, double until, char *why, 
 
 /* One connection to rank 0 at host:port, proven both ways: its descriptor, or -1 (retry; why
  * says why), or -2 when rank 0 refused this rank (why holds its words). */
-static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char *why, size_t cap)
+static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, double end, char *why,
+                size_t cap)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -695,7 +697,9 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char
         close(fd);
         return -1;
     }
-    double until = tupe_now() + (z->timeout < PEND_SECS ? z->timeout : PEND_SECS);
+    double until = tupe_now() + PEND_SECS;
+    if (until > end) /* the rank's own deadline comes first */
+        until = end;
     if (recv_until(fd, a, HDR, until, why, cap)) {
         close(fd);
         return -1;
@@ -705,13 +709,14 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char
     if (type == F_REFUSE && n < TEXT_MAX)
         return refused(fd, a, (size_t)n, until, why, cap);
     const unsigned char *nonce = a + HDR, *mac = a + HDR + TUPE_JOBNONCE_BYTES;
-    if (type != F_CHALLENGE || n != TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES ||
-        recv_until(fd, a + HDR, (size_t)n, until, why, cap) ||
-        !tupe_jobauth_check(&z->key, LABEL0, h + HDR, HELLO_BYTES, nonce, TUPE_JOBNONCE_BYTES, mac)) {
-        if (type != F_CHALLENGE || n != TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES || !why[0] ||
-            strstr(why, "did not answer") == NULL)
-            snprintf(why, cap, "what answers at %s:%s did not prove it is this job's rank 0 (another "
-                     "job's there, or another TUPE_JOB_SECRET?)", host, port);
+    int bad = type != F_CHALLENGE || n != TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES;
+    if (!bad && recv_until(fd, a + HDR, (size_t)n, until, why, cap)) {
+        close(fd);
+        return -1;
+    }
+    if (bad || !tupe_jobauth_check(&z->key, LABEL0, h + HDR, HELLO_BYTES, nonce, TUPE_JOBNONCE_BYTES, mac)) {
+        snprintf(why, cap, "what answers at %s:%s did not prove it is this job's rank 0 (another "
+                 "job's there, or another TUPE_JOB_SECRET?)", host, port);
         close(fd);
         return -1;
     }
@@ -836,14 +841,14 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
         char cand[256];
         const char *at = host, *next = alts;
         int d = -1, c = -1;
-        while (host[0] && z->have_key && (d = dial(z, at, port, K_DATA, why, sizeof why)) == -1) {
+        while (host[0] && z->have_key && (d = dial(z, at, port, K_DATA, end, why, sizeof why)) == -1) {
             int used = 0;
             if (sscanf(next, "%255s%n", cand, &used) != 1)
                 break;
             next += used;
             at = cand;
         }
-        if (d >= 0 && (c = dial(z, at, port, K_CONTROL, why, sizeof why)) >= 0) {
+        if (d >= 0 && (c = dial(z, at, port, K_CONTROL, end, why, sizeof why)) >= 0) {
             /* admitted: rank 0 welcomes every rank once all have come, or refuses them, within
              * its TUPE_COMM_TIMEOUT, which began before this rank came */
             uint32_t type = 0;
