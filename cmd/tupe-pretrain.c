@@ -23,13 +23,13 @@ enum {
     O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE
 };
 
-#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
+#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
 
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "out:dir"},
     {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
-    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
+    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi\nor nope (default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
     {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "start from these weights (a fresh optimizer)", "dir"},

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "model/posenc.h"
 
 typedef struct tupe_model tupe_model;
 
@@ -142,12 +143,5 @@ enum tupe_probe {
 /* Elements of a probe for the last forward pass; 0 when the model does not have it. */
 size_t tupe_model_probe_size(const tupe_model *m, int probe);
 int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, tupe_err *e);
-
-/* The T5 relative-position bucket of key j for query i (spec §4; num_buckets covers both
- * directions), without the [CLS] overrides. */
-int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance);
-/* The bucket table of a configuration for a T x T attention map (row-major): TUPE-R with the
- * [CLS] reset puts bucket 32 in column 0 and then 16 in row 0. */
-void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out);
 
 #endif
