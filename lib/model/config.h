@@ -117,6 +117,11 @@ static inline int tupe_cfg_rope(const tupe_config *c)
 {
     return (tupe_cfg_terms(c) & TUPE_PE_ROTATION) != 0;
 }
+/* A learned table of positions exists (so no position past max_position_embeddings). */
+static inline int tupe_cfg_pos_table(const tupe_config *c)
+{
+    return tupe_cfg_abs_input(c) || tupe_cfg_pos_proj(c);
+}
 /* TUPE's [CLS] reset is on. */
 static inline int tupe_cfg_reset(const tupe_config *c) { return tupe_cfg_tupe(c) && c->untie_cls; }
 /* Rows of the relative-bias table: 33 for TUPE-R (two [CLS] buckets, spec §4), 32 for BERT-R. */

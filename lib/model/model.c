@@ -178,7 +178,8 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
     int params_only = cap->batch == 0 && cap->seq == 0;
     if (!params_only && (cap->batch < 1 || cap->seq < 1))
         return tupe_fail(e, TUPE_EUSAGE, "model capacity: batch and sequence length must be >= 1");
-    if (cap->seq > cfg->max_position)
+    /* Only a learned table limits the length: RoPE, ALiBi and NoPE are defined at any. */
+    if (cap->seq > cfg->max_position && tupe_cfg_pos_table(cfg))
         return tupe_fail(e, TUPE_EUSAGE,
                          "sequence length %d exceeds max_position_embeddings %d", cap->seq,
                          cfg->max_position);
@@ -261,6 +262,10 @@ const tupe_config *tupe_model_config(const tupe_model *m) { return &m->cfg; }
 tupe_backend *tupe_model_backend(const tupe_model *m) { return m->be; }
 const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
 size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
+int tupe_model_rope_scaling(tupe_model *m, int scaling, double factor, tupe_err *e)
+{
+    return tupe_posenc_rope_scaling(&m->pe, scaling, factor, e);
+}
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
 tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }

@@ -31,7 +31,8 @@ typedef struct tupe_model tupe_model;
  * activations are allocated; forward passes and gradient access fail. */
 typedef struct tupe_capacity {
     int batch;      /* sequences per forward pass */
-    int seq;        /* padded length T (at most max_position_embeddings) */
+    int seq;        /* padded length T (at most max_position_embeddings where the variant
+                       has a learned position table) */
     int masked;     /* masked positions per forward pass (MLM head); 0 = batch * seq. The
                        logits take masked x vocab_size reals: give a tight bound */
 } tupe_capacity;
@@ -79,6 +80,9 @@ void tupe_model_free(tupe_model *m);
 const tupe_config *tupe_model_config(const tupe_model *m);
 tupe_backend *tupe_model_backend(const tupe_model *m);
 const tupe_layout *tupe_model_layout(const tupe_model *m);
+/* RoPE's angles from now on (evaluation past the trained length): posenc.h's
+ * tupe_rope_scaling with factor >= 1. Another variant: TUPE_EUSAGE. */
+int tupe_model_rope_scaling(tupe_model *m, int scaling, double factor, tupe_err *e);
 /* Bytes of the arena (parameters, gradients, activations). */
 size_t tupe_model_arena_bytes(const tupe_model *m);
 

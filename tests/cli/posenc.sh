@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The later positional encodings end to end (rope in both layouts, alibi, nope): tupe-pretrain
 # trains and evaluates them from --position or the configuration, the checkpoint's
-# configuration keeps RoPE's fields, tupe-attnviz draws ALiBi's bias (its values are
-# -m_h |i - j|) and says why RoPE and NoPE have no content-free term, and the Hugging Face
-# export refuses what it cannot write. (Their numbers: tests/unit/test_parity.c.)
+# configuration keeps RoPE's fields, eval --seq-len/--bucket/--rope-scaling measure length
+# extrapolation (refused past a learned table's rows), tupe-attnviz draws ALiBi's bias (its
+# values are -m_h |i - j|) and says why RoPE and NoPE have no content-free term, the Hugging
+# Face export refuses what it cannot write, and compare-positions.sh tabulates a comparison.
+# (Their numbers: tests/unit/test_parity.c.)
 . "$(dirname "$0")/lib.sh"
 P=$TUPE_BIN/tupe-pretrain
 
@@ -52,10 +54,54 @@ for v in rope nope; do
         has $T/err "a $v model: it has no content-free positional term" && has $T/err "tupe-attnviz attn"'
 done
 
+# Length extrapolation: trained at 32, evaluated on the first 32 and 128 tokens of longer
+# sequences, with the loss per bucket of 32 positions; a learned table is refused past its rows.
+tupe-shard write -q -o $T/long --seq-len 128 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.3 --shards 1 $T/ids.tok
+for n in 32 128; do
+    run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len $n --bucket 32 --format json --threads 2
+    cp $T/out $T/rope-$n.json
+done
+check "eval --seq-len --bucket: the loss of every 32 positions, up to 4x the trained length" eval '[ $rc = 0 ] &&
+    has $T/rope-32.json "\"seq_len\":32" && has $T/rope-32.json "\"buckets\":[{\"from\":0,\"to\":32," &&
+    lacks $T/rope-32.json "\"from\":32" && has $T/rope-128.json "{\"from\":96,\"to\":128,\"loss\":"'
+run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len 128 --rope-scaling pi:4 --bucket 64 --threads 2
+check "--rope-scaling pi:4 (text: the buckets below the total)" eval '[ $rc = 0 ] && has $T/out "of their first 128 tokens" &&
+    has $T/out "  positions 64-127: loss "'
+run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len 128 --rope-scaling ntk:4 --format json --threads 2
+check "--rope-scaling ntk:4 changes the loss" eval '[ $rc = 0 ] && ! cmp -s $T/out $T/rope-128.json'
+run $P eval -c $T/alibi/checkpoints/step-00000006 --data $T/long --seq-len 128 --threads 2
+check "alibi and nope evaluate past the trained length" eval '[ $rc = 0 ] && { $P eval -c $T/nope/checkpoints/step-00000006 --data $T/long --seq-len 128 --threads 2 >/dev/null 2>&1; }'
+run $P eval -c $T/alibi/checkpoints/step-00000006 --data $T/long --seq-len 128 --rope-scaling pi:2 --threads 2
+check "--rope-scaling on another variant: a usage error" eval '[ $rc = 2 ] && has $T/err "not rope"'
+run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len 256 --threads 2
+check "--seq-len past the shards' length: refused" eval '[ $rc = 2 ] && has $T/err "have 128 tokens"'
+run $P train "${common[@]}" --model $T/m.json --position bert-r -o $T/bertr --steps 1
+run $P eval -c $T/bertr/checkpoints/step-00000001 --data $T/long --seq-len 128 --threads 2
+check "a learned position table past its rows: refused, saying so" eval '[ $rc = 65 ] &&
+    has $T/err "a bert-r model'"'"'s learned position table has no rows past it"'
+run $P eval -c $T/bertr/checkpoints/step-00000001 --data $T/long --seq-len 64 --threads 2
+check "... and evaluated up to them" [ $rc = 0 ]
+
 seq 0 99 | awk '{ print "[unused" $1 "]" }' >$T/vocab.txt
 for v in rope alibi nope; do
     run $TUPE_BIN/tupe-convert export --to hf $T/$v/checkpoints/step-00000006 -o $T/$v-hf --vocab $T/vocab.txt
     check "export --to hf of $v: refused, saying what it writes" eval '[ $rc = 2 ] &&
         has $T/err "a $v model has no Hugging Face form here" && [ ! -e $T/$v-hf ]'
 done
+# share/tupe/examples/compare-positions.sh at a miniature budget: two encodings, two seeds,
+# the table with n/a where BERT-A's table has no rows (2x and 4x of 16 > its 16), the runs
+# kept as JSON and read, not redone, by a second call.
+cat >$T/cmp.json <<'J'
+{"position": "tupe-r", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": 16}
+J
+cmp_env=(MODEL=$T/cmp.json STEPS=3 BATCH=4 SEQ=16 SEEDS="1 2" ENCODINGS="bert-a rope" TASKS= VOCAB_SIZE=300 THREADS=2)
+run env "${cmp_env[@]}" bash $TUPE_SRC/share/tupe/examples/compare-positions.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/cmp
+check "compare-positions.sh: a row per encoding, mean ± spread, n/a past a learned table" eval '[ $rc = 0 ] &&
+    grep -qE "^\| bert-a \| [0-9.]+ ± [0-9.]+ \| n/a \| n/a \|$" $T/cmp/table.md &&
+    grep -qE "^\| rope \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ ± [0-9.]+ \|$" $T/cmp/table.md &&
+    has $T/cmp/bert-a/seed-2/results.json "\"encoding\":\"bert-a\",\"seed\":2" &&
+    has $T/cmp/bert-a/seed-1/results.json "\"n/a\":"'
+run env "${cmp_env[@]}" bash $TUPE_SRC/share/tupe/examples/compare-positions.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/cmp
+check "compare-positions.sh again: the finished runs are read, not redone" eval '[ $rc = 0 ] && has $T/err "rope seed 2: done before"'
 exit $_failed
