@@ -47,13 +47,14 @@ template <> struct dtype_of<bf16> { static const cudaDataType_t v = CUDA_R_16BF;
 
 /* ---- backend state ----------------------------------------------------------------------- */
 
-enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_RUNS, SC_N };
+enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_RUNS, SC_BG, SC_DONE, SC_N };
 
 typedef struct gemm_key {
     int ta, tb, M, N, K, lda, ldb, ldc, batch;
     long long sa, sb, sc;
     int ab, c;                      /* cudaDataType_t of A/B and of C */
     unsigned ala, alb, alc;         /* pointer alignments */
+    int ep;                         /* cublasLtEpilogue_t, 0 for none (matmul.cu: lt_gemm_ep) */
 } gemm_key;
 
 typedef struct gemm_plan {
@@ -107,6 +108,10 @@ int wait_stream(cu_priv *pr, cudaStream_t st, const char *what);
 
 /* A scratch buffer of at least `bytes`, kept between calls (grown when too small). */
 void *scratch(cu_priv *pr, int slot, size_t bytes);
+
+/* A device count of finished blocks, 0 between launches (a kernel whose last block sums the
+ * others' partials, in a fixed order, sets it back to 0 when done). */
+unsigned *done_count(cu_priv *pr);
 
 /* Copies `k` doubles of dres[off..] to the host and waits for them. */
 int fetch_res(cu_priv *pr, int off, int k);

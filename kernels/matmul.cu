@@ -79,6 +79,8 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
                                                  sizeof opa)) ||
               CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
                                                  sizeof opb)) ||
+              (k->ep && CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                           &k->ep, sizeof k->ep))) ||
               make_layout(pr, &g->la, ab, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb,
                           k->batch, k->sb) ||
               make_layout(pr, &g->lb, ab, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda,
@@ -111,7 +113,7 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
         else
             bad = ckb(pr, hs, "cublasLtMatmulAlgoGetHeuristic");
     }
-    if (!bad && g->legacy && !pr->legacy_shape[0])
+    if (!bad && g->legacy && !pr->legacy_shape[0] && !k->ep)
         snprintf(pr->legacy_shape, sizeof pr->legacy_shape,
                  "ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d batch=%d %s->%s, aligned "
                  "%u/%u/%u", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->batch,
@@ -146,19 +148,23 @@ __global__ void k_scale2d(float *cf, bf16 *cb, int M, int N, int ldc, long long 
     }
 }
 
-void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
-             long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc,
-             long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct)
+/* lt_gemm, and with ep (a cuBLASLt epilogue, vector `bias`) the epilogue in the same product:
+ * 1 when it was applied, 0 when the caller applies it (an empty product; cuBLASLt has no
+ * algorithm for the shape with that epilogue: the product is then made without it). */
+static int gemm_ep(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   int lda, long long sa, const void *B, int ldb, long long sb, float beta,
+                   void *C, int ldc, long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct,
+                   int ep, void *bias)
 {
     if (pr->err || M <= 0 || N <= 0 || batch <= 0)
-        return;
+        return 0;
     if (K <= 0) { /* an empty sum: C = beta C */
         dim3 grid(nblocks((size_t)M * N, 256), (unsigned)(batch < 65535 ? batch : 65535));
         k_scale2d<<<grid, 256, 0, pr->s>>>(ct == CUDA_R_32F ? (float *)C : NULL,
                                            ct == CUDA_R_32F ? NULL : (bf16 *)C, M, N, ldc, sc,
                                            batch, beta);
         LAUNCHED("k_scale2d");
-        return;
+        return 0;
     }
     gemm_key k;
     memset(&k, 0, sizeof k);
@@ -167,6 +173,7 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
     if (batch > 1)
         k.sa = sa, k.sb = sb, k.sc = sc;
     k.ab = (int)ab, k.c = (int)ct;
+    k.ep = batch == 1 ? ep : 0;
     /* The alignment every batch's pointer has: the base pointer's and its stride's. */
     size_t es = ab == CUDA_R_32F ? 4 : 2, cs = ct == CUDA_R_32F ? 4 : 2;
     k.ala = align_of(A), k.alb = align_of(B), k.alc = align_of(C);
@@ -177,12 +184,19 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
     }
     gemm_plan *g = find_plan(pr, &k);
     if (!g)
-        return;
+        return 0;
+    if (k.ep && g->legacy) /* no algorithm with the epilogue: without it */
+        k.ep = 0, g = find_plan(pr, &k);
+    if (!g)
+        return 0;
     if (!g->legacy) {
         pr->gemm_lt++;
+        if (k.ep && CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias)))
+            return 0;
         CKB(cublasLtMatmul(pr->lt, g->op, &alpha, B, g->la, A, g->lb, &beta, C, g->lc, C, g->lc,
                            &g->algo, pr->ws, pr->ws_bytes, pr->s));
-        return;
+        return k.ep != 0 && !pr->err;
     }
     /* The same column-major product as above: cuBLAS's A is our B, its B our A. */
     pr->gemm_legacy++;
@@ -192,6 +206,15 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ab, ldb,
                                    batch > 1 ? sb : 0, A, ab, lda, batch > 1 ? sa : 0, &beta, C,
                                    ct, ldc, batch > 1 ? sc : 0, batch, comp, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
+             long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc,
+             long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct)
+{
+    gemm_ep(pr, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, ab, ct, 0,
+            NULL);
 }
 
 /* ---- matrix products (interface) --------------------------------------------------------- */
@@ -237,7 +260,12 @@ static void linear_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *a, const tupe_dev *
                          const tupe_drop *drop)
 {
     cudaDataType_t t = dtype_of<T>::v;
-    lt_gemm(pr, 0, 1, N, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1, t, t);
+    /* The bias in the product's epilogue (in fp32, before y's one rounding) where cuBLASLt
+     * has it; the activation (erf GELU, which cuBLASLt's tanh-form GELU epilogue is not) and
+     * dropout in k_bias_act. */
+    if (gemm_ep(pr, 0, 1, N, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1, t, t,
+                b ? CUBLASLT_EPILOGUE_BIAS : 0, (void *)b))
+        b = NULL;
     T *av = (act != TUPE_ACT_NONE && a) ? (T *)a : NULL;
     if (pr->err || (!b && !av))
         return;
@@ -345,16 +373,33 @@ template void colsums<float>(cu_priv *, float *, float *, const float *, const f
 template void colsums<bf16>(cu_priv *, bf16 *, bf16 *, const bf16 *, const bf16 *, int, int,
                             rowsel);
 
+/* y[i] += x[i] (x a bias gradient from an epilogue, rounded once to T there). */
+template <class T> __global__ void k_add_vec(T *y, const T *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        stv(y, i, ldv(y, i) + ldv(x, i));
+}
+
 template <class T>
 static void linear_bwd_t(cu_priv *pr, tupe_dev *dx, double dx_beta, tupe_dev *dW, tupe_dev *db,
                          const tupe_dev *dy, const tupe_dev *x, const tupe_dev *W, int N, int in,
                          int out)
 {
     cudaDataType_t t = dtype_of<T>::v;
-    if (dW)
-        lt_gemm(pr, 1, 0, out, in, N, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1, t, t);
-    if (db)
+    /* With dW, the bias gradient comes from the product's BGRADB epilogue (the column sums of
+     * dy, which the product reads anyway) into scratch, then db += it; else column sums. */
+    T *g = dW && db ? (T *)scratch(pr, SC_BG, (size_t)out * sizeof(T)) : NULL;
+    if (dW && db && !g)
+        return;
+    int fused = dW && gemm_ep(pr, 1, 0, out, in, N, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1,
+                              t, t, db ? CUBLASLT_EPILOGUE_BGRADB : 0, g);
+    if (fused) {
+        k_add_vec<T><<<nblocks((size_t)out, 256), 256, 0, pr->s>>>((T *)db, g, out);
+        LAUNCHED("k_add_vec");
+    } else if (db) {
         colsums<T>(pr, NULL, (T *)db, (const T *)dy, NULL, N, out, all_rows());
+    }
     if (dx)
         lt_gemm(pr, 0, 0, N, in, out, 1.0f, dy, out, 0, W, in, 0, (float)dx_beta, dx, in, 0, 1,
                 t, t);

@@ -211,4 +211,15 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
     return cuemu::warp_t(mask, v, cuemu::SHFL_XOR, lane_mask, width, file, line);
 }
 
+/* Integer atomics and the memory fence, for a grid whose last block to finish sums the other
+ * blocks' partials in a fixed order: sequentially consistent host atomics (blocks may run on
+ * several host threads). There is no floating-point atomicAdd: the backend promises none (a sum
+ * in arrival order is not deterministic), so a kernel that uses one does not compile here. */
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
 #endif
