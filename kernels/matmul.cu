@@ -238,20 +238,38 @@ __device__ __forceinline__ float act_f(float v, int act)
     return v;
 }
 
-/* y[r,c] += b[c] (b may be NULL); with a: a = drop(act(y)) at logical element base + r*out + c. */
+/* y[r,c] += b[c] (b may be NULL); with a: a = drop(act(y)) at logical element base + r*out + c.
+ * VE elements per thread (16-byte accesses of y and a when vec). */
 template <class T>
-__global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, dropk d)
+__global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, dropk d, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
         return;
-    float v = ldv(y, i);
-    if (b) {
-        v = rnd(v + ldv(b, i % (size_t)out), y);
-        stv(y, i, v);
+    if (vec && i0 + VE <= n) {
+        float v[VE];
+        ldve(v, y + i0);
+        if (b) {
+            for (int k = 0; k < VE; k++)
+                v[k] = rnd(v[k] + ldv(b, (i0 + k) % (size_t)out), y);
+            stve(y + i0, v);
+        }
+        if (a) {
+            for (int k = 0; k < VE; k++)
+                v[k] = dropv(d, d.base + i0 + k, act_f(v[k], act));
+            stve(a + i0, v);
+        }
+        return;
     }
-    if (a)
-        stv(a, i, dropv(d, d.base + i, act_f(v, act)));
+    for (size_t i = i0; i < n && i < i0 + VE; i++) {
+        float v = ldv(y, i);
+        if (b) {
+            v = rnd(v + ldv(b, i % (size_t)out), y);
+            stv(y, i, v);
+        }
+        if (a)
+            stv(a, i, dropv(d, d.base + i, act_f(v, act)));
+    }
 }
 
 template <class T>
@@ -270,8 +288,8 @@ static void linear_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *a, const tupe_dev *
     if (pr->err || (!b && !av))
         return;
     size_t n = (size_t)N * out;
-    k_bias_act<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act,
-                                                      mkdrop(drop));
+    int vec = al16(y) && (!av || al16(av));
+    k_bias_act<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act, mkdrop(drop), vec);
     LAUNCHED("k_bias_act");
 }
 
@@ -420,34 +438,64 @@ void cu_linear_bwd(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dW,
 
 /* ---- element-wise ------------------------------------------------------------------------- */
 
-template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act, dropk d)
+/* VE elements per thread (16-byte accesses when vec). */
+template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act, dropk d, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float v[VE];
+        ldve(v, y + i0);
+        for (int k = 0; k < VE; k++)
+            v[k] = dropv(d, d.base + i0 + k, act_f(v[k], act));
+        stve(a + i0, v);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++)
         stv(a, i, dropv(d, d.base + i, act_f(ldv(y, i), act)));
 }
 
-template <class T>
-__global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d)
+/* The gradient of one element: returns d * act'(y) * k (k the dropout factor), *av the dropped
+ * activation. */
+__device__ __forceinline__ float act_grad(float dv, float yv, float k, int act, float *av)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    float k = dfac(d, d.base + i), yv = ldv(y, i), dv = ldv(dd, i);
     if (act == TUPE_ACT_GELU) {
         float g, v = tupe_gelu_fg_f(yv, &g);
-        if (a)
-            stv(a, i, v * k);
-        stv(dd, i, dv * (g * k));
-    } else if (act == TUPE_ACT_TANH) {
+        *av = v * k;
+        return dv * (g * k);
+    }
+    if (act == TUPE_ACT_TANH) {
         float t = tanhf(yv);
-        stv(dd, i, dv * ((1.0f - t * t) * k));
+        *av = t * k;
+        return dv * ((1.0f - t * t) * k);
+    }
+    *av = yv * k;
+    return dv * k;
+}
+
+template <class T>
+__global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d, int vec)
+{
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float dv[VE], yv[VE], av[VE];
+        ldve(dv, dd + i0);
+        ldve(yv, y + i0);
+        for (int k = 0; k < VE; k++)
+            dv[k] = act_grad(dv[k], yv[k], dfac(d, d.base + i0 + k), act, &av[k]);
         if (a)
-            stv(a, i, t * k);
-    } else {
-        stv(dd, i, dv * k);
+            stve(a + i0, av);
+        stve(dd + i0, dv);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++) {
+        float av, g = act_grad(ldv(dd, i), ldv(y, i), dfac(d, d.base + i), act, &av);
         if (a)
-            stv(a, i, yv * k);
+            stv(a, i, av);
+        stv(dd, i, g);
     }
 }
 
@@ -455,7 +503,8 @@ template <class T>
 static void act_fwd_t(cu_priv *pr, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_fwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, mkdrop(drop));
+    int vec = al16(a) && al16(y);
+    k_act_fwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, mkdrop(drop), vec);
     LAUNCHED("k_act_fwd");
 }
 
@@ -463,8 +512,8 @@ template <class T>
 static void act_bwd_t(cu_priv *pr, tupe_dev *d, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_bwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act,
-                                                     mkdrop(drop));
+    int vec = al16(d) && al16(y) && (!a || al16(a));
+    k_act_bwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act, mkdrop(drop), vec);
     LAUNCHED("k_act_bwd");
 }
 

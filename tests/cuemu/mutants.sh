@@ -29,7 +29,7 @@ MUTANTS=(
     'bucket-bias|the relative bias reads the bucket of (i, j + 1) for (i, j)|s{rel, \(size_t\)buckets\[\(size_t\)i \* ldb \+ j\]}{rel, (size_t)buckets[(size_t)i * ldb + j + 1]}'
     'ln-backward-first-block|the one-kernel LayerNorm backward: the first block to finish, not the last, sums the blocks'"'"' dgamma and dbeta partials (some not written yet)|s{last = atomicAdd\(count, 1u\) == gridDim\.x - 1;}{last = atomicAdd(count, 1u) == 0;}'
     'ln-backward-count-kept|the one-kernel LayerNorm backward leaves its count of finished blocks as it is (the next launch finds no last block)|s{\n\s*if \(threadIdx\.x == 0\)\n\s*\*count = 0;}{}'
-    'bias-epilogue-twice|a linear layer adds its bias in the cuBLASLt epilogue and again in k_bias_act|s{\n\s*b = NULL;\n(\s*T \*av)}{\n$1}'
+    'bias-epilogue-twice|a linear layer adds its bias in the cuBLASLt epilogue and again in k_bias_act|s{\n(\s*)b = NULL;\n(\s*T \*av)}{\n$1(void)b;\n$2}'
     'bucket-gradient|the relative-table gradient sorts (i, j) under bucket + 1|s{keys\[x\] = \(unsigned\)buckets\[\(size_t\)i \* ldb \+ j\];}{keys[x] = (unsigned)(buckets[(size_t)i * ldb + j] + 1);}'
 )
 

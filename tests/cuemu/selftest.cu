@@ -799,6 +799,16 @@ __global__ void k_uninit(float *out)
     out[threadIdx.x] = st[threadIdx.x] + dyn[threadIdx.x]; /* neither was written */
 }
 
+/* A 16-byte vector load at an address 4 bytes past an aligned one (the kernels' accesses
+ * through uint4 are checked by cuemu::check_align, as common.cuh's ldve does). */
+__global__ void k_misaligned(int *out)
+{
+    const int *p = out + 1;
+    EXPECT("FAULT", "not 16-byte aligned", ::cuemu::check_align(p, 16, __FILE__, __LINE__));
+    uint4 u = *(const uint4 *)p;
+    out[8] = (int)u.x;
+}
+
 __global__ void k_oob_write(float *x, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -824,6 +834,8 @@ static void launch_of(const char *what)
         k_bad_width<<<1, 32>>>(d);
     else if (!strcmp(what, "deadlock"))
         k_deadlock<<<1, 64>>>(d);
+    else if (!strcmp(what, "misaligned"))
+        k_misaligned<<<1, 1>>>(d);
     else
         k_too_much_smem<<<1, 64, 10 * 1024>>>((float *)d);
     /* a fault is sticky: every later call returns it */
@@ -1145,6 +1157,7 @@ static void misuse_read_outside(void) { launch_of("read-outside"); }
 static void misuse_width(void) { launch_of("width"); }
 static void misuse_deadlock(void) { launch_of("deadlock"); }
 static void misuse_smem(void) { launch_of("smem"); }
+static void misuse_misaligned(void) { launch_of("misaligned"); }
 
 static const test_case cases[] = {
     {"block-sums", case_block_sums, 0},
@@ -1168,6 +1181,7 @@ static const test_case cases[] = {
     {"shuffle-width", misuse_width, 1},
     {"deadlock", misuse_deadlock, 1},
     {"shared-memory-limit", misuse_smem, 1},
+    {"misaligned-vector-access", misuse_misaligned, 1},
     {"exit-before-barrier", case_exit_before_barrier, 1},
     {"launch-configuration", case_launch_config, 1},
     {"memory", case_memory, 1},

@@ -43,6 +43,11 @@
 struct uint3 {
     unsigned int x, y, z;
 };
+/* The 16-byte vector type of the 128-bit loads and stores (accesses through it are checked by
+ * the kernels' own calls of cuemu::check_align: host code does not fault on them). */
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
@@ -86,6 +91,9 @@ void syncthreads(const char *file, int line);
 uint64_t warp_sync(unsigned mask, uint64_t bits, int op, int arg, int width, const char *file,
                    int line);
 void *dyn_smem(void);
+/* A vector access of `align` bytes at p: a FAULT (the block stops) unless p is aligned to it,
+ * as the GPU faults on a misaligned address. */
+void check_align(const void *p, unsigned align, const char *file, int line);
 void shared_decl(void *p, size_t bytes, const char *file, int line);
 
 /* One kernel launch: what the launch checks and the scheduler need. `body` runs one CUDA
