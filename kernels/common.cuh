@@ -149,6 +149,7 @@ typedef struct cu_priv {
     struct op_timing *tm;           /* per-operation timing (measure.cu), once asked for */
     stage_buf stage[STAGE_SLOTS];   /* upload staging, used in turn */
     int stage_next;
+    struct drop_masks *dm;          /* dropout keep bits kept per site (dropout.cu) */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
     char msg[512];

@@ -288,8 +288,9 @@ static void linear_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *a, const tupe_dev *
     if (pr->err || (!b && !av))
         return;
     size_t n = (size_t)N * out;
+    dropk dk = av ? drop_bits(pr, drop, n) : mkdrop(NULL);
     int vec = al16(y) && (!av || al16(av));
-    k_bias_act<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act, mkdrop(drop), vec);
+    k_bias_act<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act, dk, vec);
     LAUNCHED("k_bias_act");
 }
 
@@ -503,8 +504,9 @@ template <class T>
 static void act_fwd_t(cu_priv *pr, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
+    dropk dk = drop_bits(pr, drop, n);
     int vec = al16(a) && al16(y);
-    k_act_fwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, mkdrop(drop), vec);
+    k_act_fwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, dk, vec);
     LAUNCHED("k_act_fwd");
 }
 
@@ -512,8 +514,9 @@ template <class T>
 static void act_bwd_t(cu_priv *pr, tupe_dev *d, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
+    dropk dk = drop_bits(pr, drop, n);
     int vec = al16(d) && al16(y) && (!a || al16(a));
-    k_act_bwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act, mkdrop(drop), vec);
+    k_act_bwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act, dk, vec);
     LAUNCHED("k_act_bwd");
 }
 
