@@ -16,6 +16,8 @@
 #   step-small-DEV      a training step of every variant (bert-a, bert-r, bert-ad, tupe-a,
 #                       tupe-a --tie-cls, tupe-r) of small, batch 4, T = 77
 #   step-t512-DEV       the same of tiny, batch 2, T = 512
+#   step-pe-DEV         a training step of the later encodings (rope interleaved and half-split,
+#                       alibi, nope) of small, batch 4, T = 77
 #   curve-DEV           10 AdamW steps of tiny from the same seed: the loss curves
 #   counters            what the emulated GPU counts in a training step of small (cuda-bf16,
 #                       T = 128, batch 4, BERT-A and TUPE-R): launches (per layer too), host
@@ -66,11 +68,13 @@ if [ "${CUEMU_KEEP:-0}" = 1 ]; then echo "# the parts' files are kept in $logs";
 
 # ---- the parts (each prints what it compares; its exit status says whether it passed) -----
 
-steps() { # PARITY DEV MODEL BATCH SEQ
-    local rc=0 v
-    for v in bert-a bert-r bert-ad tupe-a "tupe-a --tie-cls" tupe-r; do
+steps() { # PARITY DEV MODEL BATCH SEQ [VARIANT...]
+    local rc=0 v p=$1 dev=$2 model=$3 b=$4 t=$5
+    shift 5
+    [ $# -gt 0 ] || set -- bert-a bert-r bert-ad tupe-a "tupe-a --tie-cls" tupe-r
+    for v in "$@"; do
         # shellcheck disable=SC2086
-        "$1" step --ref cpu --dev "$2" --model "$3" --position $v --batch "$4" --seq "$5" || rc=1
+        "$p" step --ref cpu --dev "$dev" --model "$model" --position $v --batch "$b" --seq "$t" || rc=1
     done
     return $rc
 }
@@ -447,6 +451,7 @@ for dev in cuda cuda-bf16; do
         "limits-$dev|launch limits|\$X ops --ref cpu --dev $dev --only limits"
         "step-small-$dev|6 variants, small, B=4, T=77|steps \$X $dev small 4 77"
         "step-t512-$dev|6 variants, tiny, B=2, T=512|steps \$X $dev tiny 2 512"
+        "step-pe-$dev|rope, rope half, alibi, nope, small, B=4, T=77|steps \$X $dev small 4 77 rope 'rope --rope-half' alibi nope"
         "curve-$dev|10 steps of tiny|\$X curve --ref cpu --dev $dev --model tiny --steps 10 --batch 4 --seq 64"
     )
 done
