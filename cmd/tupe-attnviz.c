@@ -69,7 +69,9 @@ static const tupe_cmd cmds[] = {
      "TUPE-A and TUPE-R: the untied absolute correlation V_h with its [CLS] row and column\n"
      "(abs), the relative bias R_h (rel, TUPE-R), their sum (bias, TUPE-R) and its softmax over\n"
      "keys (softmax). BERT-R: rel and softmax. BERT-Ad: its position-position term (abs) and\n"
-     "softmax. One figure per view, one panel per head. BERT-A has no such term: use decomp.",
+     "softmax. ALiBi: its fixed bias -m_h |i - j| (rel) and softmax. One figure per view, one\n"
+     "panel per head. BERT-A has no such term: use decomp; RoPE (whose rotation acts on the\n"
+     "content's queries and keys) and NoPE neither: use attn.",
      pos_opts, "dir", cmd_pos},
     {"attn", "[CKPT]", "attention probabilities of a sentence, per layer and head",
      "One figure per layer (a panel per head; rows = queries, columns = keys, labelled with\n"
@@ -214,11 +216,17 @@ static int draw_pos(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
     int has_abs = tupe_poscorr_has_abs(cfg), has_rel = tupe_poscorr_has_rel(cfg);
-    if (!has_abs && !has_rel)
+    if (!has_abs && !has_rel && cfg->position == TUPE_POS_BERT_A)
         return tupe_cli_usage(c, "%s is a BERT-A model: its positions are added to the word "
                               "embeddings before layer 0, so it has no content-free positional "
                               "term; 'tupe-attnviz decomp' separates its word and position terms",
                               a->ckpt);
+    if (!has_abs && !has_rel)
+        return tupe_cli_usage(c, "%s is a %s model: it has no content-free positional term (%s); "
+                              "'tupe-attnviz attn' draws its attention maps", a->ckpt,
+                              tupe_position_name(cfg->position),
+                              tupe_cfg_rope(cfg) ? "its rotation acts on the content's queries "
+                                                   "and keys" : "it has no positions at all");
     int have[NVIEWS] = {has_abs, has_rel, has_abs && has_rel, 1}, want[NVIEWS] = {0};
     if (!a->views || strcmp(a->views, "all") == 0)
         memcpy(want, have, sizeof want);
@@ -275,7 +283,7 @@ static int draw_pos(tupe_cli *c, const args *a, tupe_inspect *in)
         tp[i] = titles[i];
     }
     const char *vname = tupe_position_name(cfg->position);
-    int bertad = cfg->position == TUPE_POS_BERT_AD;
+    int bertad = cfg->position == TUPE_POS_BERT_AD, alibi = cfg->position == TUPE_POS_ALIBI;
     for (int k = 0; !rc && k < NVIEWS; k++) {
         if (!want[k])
             continue;
@@ -288,11 +296,14 @@ static int draw_pos(tupe_cli *c, const args *a, tupe_inspect *in)
         static const char *const what[NVIEWS] = {
             "absolute positional correlation V_h", "relative bias R_h",
             "positional term V_h + R_h", "softmax over keys of the positional term"};
-        snprintf(title, sizeof title, "%s: %s (%s, every layer, %ld positions)", a->ckpt,
-                 k == V_ABS && bertad ? "position-position term" : what[k], vname, n);
+        const char *term = k == V_ABS && bertad  ? "position-position term"
+                           : k == V_REL && alibi ? "fixed linear bias -m_h |i - j|"
+                                                 : what[k];
+        snprintf(title, sizeof title, "%s: %s (%s, every layer, %ld positions)", a->ckpt, term,
+                 vname, n);
         snprintf(name, sizeof name, "pos-%s", view_names[k]);
         snprintf(npy, sizeof npy, "pos_%s", view_names[k]);
-        tupe_view v = {name, npy, title, k == V_ABS && bertad ? "position-position term of every layer's score" : what[k],
+        tupe_view v = {name, npy, title, k == V_ABS && bertad ? "position-position term of every layer's score" : term,
                        k == V_SOFTMAX ? TUPE_CMAP_VIRIDIS : TUPE_CMAP_COOLWARM, nh, (int)n, (int)n,
                        k == V_SOFTMAX ? soft : sel, tp, NULL,
                        k == V_SOFTMAX ? "probability" : "logit", 0};

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/devicearg.h"
 #include "cli/process.h"
+#include "model/posenc.h"
 #include "train/comm.h"
 #include "train/pretrain.h"
 
@@ -20,16 +21,16 @@ enum {
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
-    O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE
+    O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE, O_SEQLEN, O_POS_BUCKET, O_ROPE_SCALING
 };
 
-#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r"
+#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
 
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "out:dir"},
     {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
-    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a or tupe-r\n(default: the configuration's)", VARIANTS},
+    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi\nor nope (default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
     {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "start from these weights (a fresh optimizer)", "dir"},
@@ -75,6 +76,9 @@ static const tupe_opt eval_opts[] = {
     {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
+    {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope; refused where a learned table has no rows", NULL},
+    {O_POS_BUCKET, "bucket", 0, TUPE_REQARG, "W", "also the loss of every W positions (0 = none;\ndefault: 0)", NULL},
+    {O_ROPE_SCALING, "rope-scaling", 0, TUPE_REQARG, "MODE:F", "RoPE's angles past the trained length: pi:F\n(positions / F) or ntk:F (base x F^(d/(d-2)))", NULL},
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -96,23 +100,7 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
                                cmds, "train"};
 
-static volatile sig_atomic_t stop_flag, announce;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (stop_flag) /* second signal: stop now, without the temporaries of a checkpoint being
-                    * saved (130 whichever the signal, as tupe(7) says) */
-        tupe_process_interrupted();
-    stop_flag = 1;
-    if (announce) { /* a step of a large model can take minutes: say that the signal was heard */
-        static const char msg[] = "tupe-pretrain: stopping after this step, with a checkpoint "
-                                  "(a second signal stops at once)\n";
-        ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void)n;
-    }
-}
-
+static volatile sig_atomic_t stop_flag;
 static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
 {
     char buf[1024];
@@ -163,17 +151,19 @@ static int cmd_train(tupe_cli *c, void *opts)
         return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
     tupe_backend *be;
     tupe_comm *comm;
-    int rc = open_compute(c, a, &be, &comm);
-    if (rc)
+    /* where rank 0 writes its address and secret: an output, never inside an input */
+    int rc = tupe_cli_env_output(c, "TUPE_RENDEZVOUS_FILE");
+    if (rc || (rc = open_compute(c, a, &be, &comm)))
         return rc;
     o->init = a->ckpt;
     o->inputs = tupe_cli_inputs(c);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    announce = !c->quiet && tupe_comm_rank(comm) == 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* a step of a large model can take minutes: rank 0 says that the signal was heard; a second
+     * signal stops at once, without the temporaries of a checkpoint being saved (130 whichever
+     * the signal, as tupe(7) says) */
+    tupe_process_graceful(&stop_flag, !c->quiet && tupe_comm_rank(comm) == 0
+                                          ? "tupe-pretrain: stopping after this step, with a "
+                                            "checkpoint (a second signal stops at once)\n"
+                                          : NULL);
     tupe_pretrain_result r;
     tupe_err e;
     if (tupe_pretrain_run(o, comm, be, &stop_flag, &r, &e)) {
@@ -196,6 +186,41 @@ static int cmd_train(tupe_cli *c, void *opts)
     tupe_comm_finalize(comm);
     tupe_backend_destroy(be);
     return rc;
+}
+
+/* --rope-scaling pi:F | ntk:F */
+static int rope_scaling(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
+{
+    const char *colon = strchr(arg, ':');
+    int mode = !colon ? -1 : strncmp(arg, "pi", 2) == 0 && colon == arg + 2 ? TUPE_ROPE_PI
+                           : strncmp(arg, "ntk", 3) == 0 && colon == arg + 3 ? TUPE_ROPE_NTK
+                                                                            : -1;
+    if (mode < 0)
+        return tupe_cli_usage(c, "--rope-scaling: expected pi:F or ntk:F, got '%s'", arg);
+    o->rope_scaling = mode;
+    return tupe_cli_double(c, colon + 1, 1, 1e6, &o->rope_factor);
+}
+
+/* The loss of every bucket of positions, as text lines or a JSON array. */
+static void print_buckets(const tupe_eval_result *r, int w, int json)
+{
+    for (int k = 0; k < r->nbuckets; k++) {
+        int lo = k * w, hi = (k + 1) * w < r->seq_len ? (k + 1) * w : r->seq_len;
+        if (json) {
+            char loss[32];
+            if (r->bucket_loss[k] == r->bucket_loss[k])
+                snprintf(loss, sizeof loss, "%.6f", r->bucket_loss[k]);
+            else
+                snprintf(loss, sizeof loss, "null");
+            printf("%s{\"from\":%d,\"to\":%d,\"loss\":%s,\"masked\":%lld}", k ? "," : "", lo, hi,
+                   loss, (long long)r->bucket_masked[k]);
+        } else if (r->bucket_masked[k] > 0) {
+            printf("  positions %d-%d: loss %.4f (%lld masked)\n", lo, hi - 1, r->bucket_loss[k],
+                   (long long)r->bucket_masked[k]);
+        } else {
+            printf("  positions %d-%d: n/a (none masked)\n", lo, hi - 1);
+        }
+    }
 }
 
 static int cmd_eval(tupe_cli *c, void *opts)
@@ -224,14 +249,27 @@ static int cmd_eval(tupe_cli *c, void *opts)
             json_t *js = json_string(a->ckpt);
             char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
             printf("{\"checkpoint\":%s,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
-                   "\"masked\":%lld,\"sequences\":%lld}\n", q ? q : "null", r.loss, r.loss / M_LN2,
+                   "\"masked\":%lld,\"sequences\":%lld", q ? q : "null", r.loss, r.loss / M_LN2,
                    r.acc, (long long)r.masked, (long long)r.sequences);
+            if (a->o.eval_seq_len)
+                printf(",\"seq_len\":%d", r.seq_len);
+            if (r.nbuckets) {
+                printf(",\"buckets\":[");
+                print_buckets(&r, a->o.eval_bucket, 1);
+                printf("]");
+            }
+            printf("}\n");
             free(q);
             json_decref(js);
-        } else
+        } else {
             printf("%s: validation loss %.4f (%.3f bits), accuracy %.2f%% (%lld masked tokens in %lld "
-                   "sequences)\n", a->ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
+                   "sequences", a->ckpt, r.loss, r.loss / M_LN2, 100 * r.acc, (long long)r.masked,
                    (long long)r.sequences);
+            if (a->o.eval_seq_len)
+                printf(" of their first %d tokens", r.seq_len);
+            printf(")\n");
+            print_buckets(&r, a->o.eval_bucket, 0);
+        }
     }
     tupe_comm_finalize(comm);
     tupe_backend_destroy(be);
@@ -295,6 +333,9 @@ int main(int argc, char **argv)
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.json); break;
+        case O_SEQLEN: rc = tupe_cli_long(&c, arg, 1, 1 << 20, &v); o->eval_seq_len = (int)v; break;
+        case O_POS_BUCKET: rc = tupe_cli_long(&c, arg, 0, 1 << 20, &v); o->eval_bucket = (int)v; break;
+        case O_ROPE_SCALING: rc = rope_scaling(&c, arg, o); break;
         }
         if (rc) {
             tupe_cli_end(&c);

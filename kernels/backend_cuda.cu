@@ -44,6 +44,8 @@ static void cu_destroy(tupe_backend *be)
             SYNC(pr);
         nccl_destroy(pr); /* before anything it may still use is freed */
         measure_destroy(pr);
+        stage_destroy(pr);
+        drop_bits_free(pr);
         for (int i = 0; i < pr->nplans; i++)
             destroy_plan(&pr->plans[i]);
         for (int i = 0; i < SC_N; i++)
@@ -168,6 +170,7 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->pos_bias_bwd = cu_pos_bias_bwd;
     be->qk_pos_add = cu_qk_pos_add;
     be->qk_pos_grad = cu_qk_pos_grad;
+    be->rope = cu_rope;
     be->gather_rows = cu_gather_rows;
     be->scatter_rows = cu_scatter_rows;
     be->xent_fwd = cu_xent_fwd;

@@ -72,26 +72,52 @@ static int dev_size(tupe_backend *be, int dt)
     return (dt & TUPE_WIDE) ? be->wsize : be->esize;
 }
 
-void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt)
+/* The next staging buffer, with room for `bytes`: waits only if the copy out of it (16 uploads
+ * ago) is still running. NULL with the error kept. */
+static void *stage_get(cu_priv *pr, size_t bytes, stage_buf **out)
 {
-    cu_priv *pr = PR(be);
-    if (pr->err || n == 0)
-        return;
-    int ds = dev_size(be, dt);
-    int hd = dt & ~TUPE_WIDE;
-    /* The caller may reuse `src` at once (backend.h), and the converted copy is freed below;
-     * from pageable memory cudaMemcpyAsync may still be reading either after it returns (the
-     * runtime's "API synchronization behavior": the staging may run on a worker thread), so
-     * wait for the copy. The stream holds little here: the model checks (synchronizes) after
-     * every forward and backward pass. */
-    if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
-        if (!CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, pr->s)))
-            SYNC(pr);
-        return;
+    stage_buf *b = &pr->stage[pr->stage_next];
+    pr->stage_next = (pr->stage_next + 1) % STAGE_SLOTS;
+    if (b->busy) {
+        cudaError_t q = cudaEventQuery(b->done);
+        if (q == cudaErrorNotReady)
+            q = cudaEventSynchronize(b->done);
+        if (CK(q))
+            return NULL;
+        b->busy = 0;
     }
-    void *tmp = malloc(n * (size_t)ds);
-    if (!tmp) {
-        set_err(pr, "%s%s", "out of host memory for an upload", "");
+    if (!b->done && CK(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming)))
+        return NULL;
+    if (b->cap < bytes) {
+        if (b->h)
+            cudaFreeHost(b->h);
+        b->h = NULL, b->cap = 0;
+        size_t want = bytes < 4096 ? 4096 : bytes + bytes / 4;
+        if (CK(cudaMallocHost(&b->h, want)))
+            return NULL;
+        b->cap = want;
+    }
+    *out = b;
+    return b->h;
+}
+
+void stage_destroy(cu_priv *pr)
+{
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        stage_buf *b = &pr->stage[i];
+        if (b->done)
+            cudaEventDestroy(b->done);
+        if (b->h)
+            cudaFreeHost(b->h);
+        memset(b, 0, sizeof *b);
+    }
+}
+
+/* Host values in the device's type (fp32 or f64 to bf16 rounded once, f64 to fp32). */
+static void convert_up(void *tmp, const void *src, size_t n, int hd, int ds)
+{
+    if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
+        memcpy(tmp, src, n * 4);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -102,7 +128,41 @@ void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int d
             ((uint16_t *)tmp)[i] = f2bf(hd == TUPE_F64 ? f64_odd(((const double *)src)[i])
                                                        : ((const float *)src)[i]);
     }
-    if (!CK(cudaMemcpyAsync(dst, tmp, n * (size_t)ds, cudaMemcpyHostToDevice, pr->s)))
+}
+
+#define STAGE_MAX ((size_t)8 << 20) /* larger uploads (weights, once) wait for their copy */
+
+void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || n == 0)
+        return;
+    int ds = dev_size(be, dt);
+    int hd = dt & ~TUPE_WIDE;
+    size_t bytes = n * (size_t)ds;
+    /* The caller may reuse `src` at once (backend.h): the values (converted) go into a pinned
+     * staging buffer, from which the copy runs on the stream while the host goes on (a step's
+     * uploads: ids, lengths, masks). From pageable memory cudaMemcpyAsync may still be
+     * reading after it returns (the runtime's "API synchronization behavior"), so a large
+     * upload through a host buffer of its own waits for its copy. */
+    if (bytes <= STAGE_MAX) {
+        stage_buf *b = NULL;
+        void *tmp = stage_get(pr, bytes, &b);
+        if (!tmp)
+            return;
+        convert_up(tmp, src, n, hd, ds);
+        if (!CK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyHostToDevice, pr->s)) &&
+            !CK(cudaEventRecord(b->done, pr->s)))
+            b->busy = 1;
+        return;
+    }
+    void *tmp = malloc(bytes);
+    if (!tmp) {
+        set_err(pr, "%s%s", "out of host memory for an upload", "");
+        return;
+    }
+    convert_up(tmp, src, n, hd, ds);
+    if (!CK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyHostToDevice, pr->s)))
         SYNC(pr);
     free(tmp);
 }
@@ -157,16 +217,27 @@ void cu_zero(tupe_backend *be, tupe_dev *x, size_t n)
     CK(cudaMemsetAsync(x, 0, n * (size_t)be->esize, pr->s));
 }
 
-template <class T> __global__ void k_scale(T *x, size_t n, float s)
+/* VE elements per thread (common.cuh: 16-byte accesses when vec). */
+template <class T> __global__ void k_scale(T *x, size_t n, float s, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float v[VE];
+        ldve(v, x + i0);
+        for (int k = 0; k < VE; k++)
+            v[k] = v[k] * s;
+        stve(x + i0, v);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++)
         stv(x, i, ldv(x, i) * s);
 }
 
 template <class T> static void scale_t(cu_priv *pr, tupe_dev *x, size_t n, double s)
 {
-    k_scale<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)x, n, (float)s);
+    k_scale<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)x, n, (float)s, al16(x));
     LAUNCHED("k_scale");
 }
 
@@ -180,11 +251,23 @@ void cu_scale(tupe_backend *be, tupe_dev *x, size_t n, double s)
     else
         scale_t<float>(pr, x, n, s);
 }
-template <class T> __global__ void k_add(T *y, const T *x, size_t n, int acc)
+/* y += x, VE elements per thread (16-byte accesses when vec). */
+template <class T> __global__ void k_add(T *y, const T *x, size_t n, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        stv(y, i, acc ? ldv(y, i) + ldv(x, i) : ldv(x, i));
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float a[VE], b[VE];
+        ldve(a, y + i0);
+        ldve(b, x + i0);
+        for (int k = 0; k < VE; k++)
+            a[k] = a[k] + b[k];
+        stve(y + i0, a);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++)
+        stv(y, i, ldv(y, i) + ldv(x, i));
 }
 
 void cu_add(tupe_backend *be, tupe_dev *y, const tupe_dev *x, size_t n, int acc)
@@ -196,9 +279,11 @@ void cu_add(tupe_backend *be, tupe_dev *y, const tupe_dev *x, size_t n, int acc)
         CK(cudaMemcpyAsync(y, x, n * (size_t)be->esize, cudaMemcpyDeviceToDevice, pr->s));
         return;
     }
+    int vec = al16(y) && al16(x);
+    unsigned nb = nblocks((n + VE - 1) / VE, 256);
     if (pr->bf16)
-        k_add<bf16><<<nblocks(n, 256), 256, 0, pr->s>>>((bf16 *)y, (const bf16 *)x, n, acc);
+        k_add<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)y, (const bf16 *)x, n, vec);
     else
-        k_add<float><<<nblocks(n, 256), 256, 0, pr->s>>>((float *)y, (const float *)x, n, acc);
+        k_add<float><<<nb, 256, 0, pr->s>>>((float *)y, (const float *)x, n, vec);
     LAUNCHED("k_add");
 }

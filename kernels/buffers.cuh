@@ -6,6 +6,8 @@
 
 tupe_dev *cu_alloc(tupe_backend *be, size_t bytes);
 void cu_free(tupe_backend *be, tupe_dev *p);
+/* Frees the upload staging buffers (at the backend's end, after a synchronization). */
+void stage_destroy(cu_priv *pr);
 void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt);
 void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int dt);
 void cu_zero(tupe_backend *be, tupe_dev *x, size_t n);

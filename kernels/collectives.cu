@@ -2,10 +2,12 @@
  * stream (which give up when a rank is gone); the gradients' reduction in a fixed order,
  * within each node then across nodes (sends and receives, and a sum kernel), and NCCL's own. */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "collectives.cuh"
+#include "norm.cuh"
 
 /* NCCL is optional: with its header, the library is opened when ranks on GPUs first need it. */
 #ifndef TUPE_HAVE_NCCL
@@ -116,6 +118,10 @@ struct nccl_link {
     cudaEvent_t after_compute, after_comm;
     void *scr;                      /* the pieces received from the other ranks */
     size_t scr_bytes;
+    double *hsums;                  /* pinned: the values of _sums to and from the device */
+    size_t hsums_n;
+    cudaEvent_t *marks;             /* _comm_mark's */
+    int nmarks;
     double timeout;                 /* seconds a host wait may last */
     tupe_nccl_hint_fn hint;         /* what the other ranks are doing, for a timeout's message */
     void *hint_ctx;
@@ -248,6 +254,11 @@ void nccl_destroy(cu_priv *pr)
     cudaEventDestroy(nl->after_comm);
     if (nl->scr)
         cudaFree(nl->scr);
+    if (nl->hsums)
+        cudaFreeHost(nl->hsums);
+    for (int i = 0; i < nl->nmarks; i++)
+        cudaEventDestroy(nl->marks[i]);
+    free(nl->marks);
     cudaStreamDestroy(nl->cs);
     pthread_mutex_destroy(&nl->mu);
     free(nl);
@@ -535,6 +546,38 @@ extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size
     return comm_end(pr, e);
 }
 
+/* The pinned host buffer of _sums, for n doubles (0, or 1 with the error kept). */
+static double *sums_host(cu_priv *pr, size_t n)
+{
+    nccl_link *nl = pr->nl;
+    if (nl->hsums_n >= n)
+        return nl->hsums;
+    if (SYNC(pr)) /* the old one may still be read */
+        return NULL;
+    if (nl->hsums)
+        cudaFreeHost(nl->hsums);
+    nl->hsums = NULL;
+    nl->hsums_n = 0;
+    if (CK(cudaMallocHost((void **)&nl->hsums, n * sizeof(double))))
+        return NULL;
+    nl->hsums_n = n;
+    return nl->hsums;
+}
+
+/* d's k doubles summed over the ranks, on cs between the compute stream's work before and
+ * after (0, or 1 with the error kept). */
+static int sums_allreduce(cu_priv *pr, double *d, size_t k)
+{
+    nccl_link *nl = pr->nl;
+    int bad = comm_begin(pr, "sums") ||
+              nccl_done(pr, NCCL.all_reduce(d, d, k, ncclFloat64, ncclSum, nl->comm, nl->cs),
+                        "all-reduce (gradient norm)") ||
+              CK(cudaEventRecord(nl->after_comm, nl->cs)) ||
+              CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
+    pthread_mutex_unlock(&nl->mu);
+    return bad;
+}
+
 extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
 {
     cu_priv *pr = PR(be);
@@ -546,6 +589,44 @@ extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
         set_err(pr, "%s%s", nl->why, "");
     else if (!pr->err && !CK(cudaEventRecord(nl->after_comm, nl->cs)))
         CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *be, int i, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    pthread_mutex_lock(&nl->mu);
+    if (i >= nl->nmarks && !pr->err) {
+        cudaEvent_t *m = (cudaEvent_t *)realloc(nl->marks, (size_t)(i + 1) * sizeof *m);
+        if (!m)
+            set_err(pr, "%s%s", "out of host memory", "");
+        else
+            nl->marks = m;
+        while (!pr->err && nl->nmarks <= i &&
+               !CK(cudaEventCreateWithFlags(&nl->marks[nl->nmarks], cudaEventDisableTiming)))
+            nl->nmarks++;
+    }
+    if (nl->aborted)
+        set_err(pr, "%s%s", nl->why, "");
+    else if (!pr->err)
+        CK(cudaEventRecord(nl->marks[i], nl->cs));
+    return comm_end(pr, e);
+}
+
+extern "C" int tupe_backend_cuda_comm_after(tupe_backend *be, int i, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    nccl_link *nl = pr->nl;
+    if (!nl)
+        return no_link(pr, e);
+    pthread_mutex_lock(&nl->mu);
+    if (nl->aborted)
+        set_err(pr, "%s%s", nl->why, "");
+    else if (!pr->err && i < nl->nmarks)
+        CK(cudaStreamWaitEvent(pr->s, nl->marks[i], 0));
     return comm_end(pr, e);
 }
 
@@ -601,4 +682,49 @@ extern "C" int tupe_backend_cuda_allreduce(tupe_backend *, tupe_dev *, size_t, t
 }
 extern "C" int tupe_backend_cuda_comm_join(tupe_backend *, tupe_err *e) { return no_nccl(e); }
 extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *, int, tupe_err *e) { return no_nccl(e); }
+extern "C" int tupe_backend_cuda_comm_after(tupe_backend *, int, tupe_err *e) { return no_nccl(e); }
 #endif
+
+/* The runs' sums of squares of this rank's ranges (zeros elsewhere) and the values, side by
+ * side in one device buffer; summed over the ranks by one NCCL all-reduce of doubles on cs,
+ * exact as every element comes from one rank; the runs' sums then added by the host's tree on
+ * the compute stream, and sumsq and the values read back together: the step's one wait. */
+extern "C" int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
+                                      size_t nranges, size_t n, size_t run, double *vals,
+                                      size_t nvals, double *sumsq, tupe_err *e)
+{
+    cu_priv *pr = PR(be);
+    *sumsq = 0;
+    if (!pr->nl)
+        nvals = 0; /* one rank: the values are their own sums */
+    size_t np = run ? (n + run - 1) / run : 0, k = np + nvals;
+    if (np > INT_MAX)
+        return tupe_fail(e, TUPE_EFAIL, "gradient norm: %zu runs are too many", np);
+    double *d = (double *)scratch(pr, SC_RUNS, (k + 1) * sizeof(double)), *h = pr->hres;
+    if (!pr->err)
+        CK(cudaMemsetAsync(d, 0, np * sizeof(double), pr->s));
+    for (size_t r = 0; r < nranges && !pr->err; r++)
+        sumsq_runs_dev(pr, tupe_dev_at(be, x, ranges[2 * r]), ranges[2 * r + 1] - ranges[2 * r],
+                       run, d + ranges[2 * r] / run);
+#if TUPE_HAVE_NCCL
+    if (pr->nl && !pr->err && (h = sums_host(pr, nvals + 1)) != NULL) {
+        if (nvals)
+            memcpy(h, vals, nvals * sizeof(double));
+        if (!(nvals && CK(cudaMemcpyAsync(d + np, h, nvals * sizeof(double),
+                                          cudaMemcpyHostToDevice, pr->s))))
+            sums_allreduce(pr, d, k);
+    }
+#endif
+    tree_sum_dev(pr, d, (int)np, d + k);
+    /* the values (summed) and sumsq: nvals + 1 doubles from d + np */
+    if (!pr->err && !CK(cudaMemcpyAsync(h, d + np, (nvals + 1) * sizeof(double),
+                                        cudaMemcpyDeviceToHost, pr->s)))
+        SYNC(pr);
+    if (pr->err)
+        return cu_check(be, e);
+    if (nvals)
+        memcpy(vals, h, nvals * sizeof(double));
+    *sumsq = h[nvals];
+    return 0;
+}

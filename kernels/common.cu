@@ -52,6 +52,16 @@ void *scratch(cu_priv *pr, int slot, size_t bytes)
     return p;
 }
 
+unsigned *done_count(cu_priv *pr)
+{
+    if (pr->scr[SC_DONE])
+        return (unsigned *)pr->scr[SC_DONE];
+    unsigned *p = (unsigned *)scratch(pr, SC_DONE, sizeof(unsigned));
+    if (p && CK(cudaMemsetAsync(p, 0, sizeof(unsigned), pr->s)))
+        return NULL;
+    return p;
+}
+
 int fetch_res(cu_priv *pr, int off, int k)
 {
     if (CK(cudaMemcpyAsync(pr->hres, pr->dres + off, (size_t)k * sizeof(double),

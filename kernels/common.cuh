@@ -41,19 +41,74 @@ __device__ __forceinline__ float rnd(float v, const bf16 *)
     return __bfloat162float(__float2bfloat16_rn(v));
 }
 
+/* ---- 16-byte accesses ----------------------------------------------------------------------
+ * An element-wise kernel's thread takes VE consecutive elements: through 128-bit loads and
+ * stores (ldve, stve: one for bf16, two for fp32) where the host found every pointer 16-byte
+ * aligned (al16) and the run is whole, else element by element; the arithmetic per element is
+ * the same either way (the same results, bit for bit). The emulated GPU faults on a misaligned
+ * vector access, as the GPU does. */
+#define VE 8
+#ifdef __CUEMU__
+#define TUPE_ALIGN16(p) ::cuemu::check_align((const void *)(p), 16, __FILE__, __LINE__)
+#else
+#define TUPE_ALIGN16(p) ((void)0)
+#endif
+
+static inline int al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* v[0..VE) = p[0..VE) in fp32; p 16-byte aligned. */
+__device__ __forceinline__ void ldve(float *v, const float *p)
+{
+    for (int q = 0; q < VE; q += 4) {
+        TUPE_ALIGN16(p + q);
+        uint4 u = *(const uint4 *)(p + q);
+        memcpy(v + q, &u, 16);
+    }
+}
+__device__ __forceinline__ void ldve(float *v, const __nv_bfloat16 *p)
+{
+    TUPE_ALIGN16(p);
+    uint4 u = *(const uint4 *)p;
+    __nv_bfloat16 h[VE];
+    memcpy(h, &u, 16);
+    for (int k = 0; k < VE; k++)
+        v[k] = __bfloat162float(h[k]);
+}
+/* p[0..VE) = v[0..VE), each rounded once to p's type; p 16-byte aligned. */
+__device__ __forceinline__ void stve(float *p, const float *v)
+{
+    for (int q = 0; q < VE; q += 4) {
+        uint4 u;
+        memcpy(&u, v + q, 16);
+        TUPE_ALIGN16(p + q);
+        *(uint4 *)(p + q) = u;
+    }
+}
+__device__ __forceinline__ void stve(__nv_bfloat16 *p, const float *v)
+{
+    __nv_bfloat16 h[VE];
+    for (int k = 0; k < VE; k++)
+        h[k] = __float2bfloat16_rn(v[k]);
+    uint4 u;
+    memcpy(&u, h, 16);
+    TUPE_ALIGN16(p);
+    *(uint4 *)p = u;
+}
+
 template <class T> struct dtype_of;
 template <> struct dtype_of<float> { static const cudaDataType_t v = CUDA_R_32F; };
 template <> struct dtype_of<bf16> { static const cudaDataType_t v = CUDA_R_16BF; };
 
 /* ---- backend state ----------------------------------------------------------------------- */
 
-enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_RUNS, SC_N };
+enum { SC_SF, SC_PD, SC_COL, SC_K1, SC_K2, SC_V1, SC_V2, SC_CUB, SC_PART, SC_RUNS, SC_BG, SC_DONE, SC_N };
 
 typedef struct gemm_key {
     int ta, tb, M, N, K, lda, ldb, ldc, batch;
     long long sa, sb, sc;
     int ab, c;                      /* cudaDataType_t of A/B and of C */
     unsigned ala, alb, alc;         /* pointer alignments */
+    int ep;                         /* cublasLtEpilogue_t, 0 for none (matmul.cu: lt_gemm_ep) */
 } gemm_key;
 
 typedef struct gemm_plan {
@@ -65,6 +120,16 @@ typedef struct gemm_plan {
 } gemm_plan;
 
 #define PLAN_CAP 256
+
+/* Pinned host staging for uploads (buffers.cu): a ring of buffers, each reused once the copy
+ * out of it is done (its event), so that an upload needs no host wait. */
+#define STAGE_SLOTS 16
+typedef struct stage_buf {
+    void *h;          /* pinned (cudaMallocHost) */
+    size_t cap;
+    cudaEvent_t done; /* recorded after the copy out of h */
+    int busy;         /* `done` recorded and not yet seen complete */
+} stage_buf;
 
 typedef struct cu_priv {
     int dev, bf16, tf32;
@@ -82,6 +147,9 @@ typedef struct cu_priv {
     int nplans;
     long long gemm_lt, gemm_legacy; /* products run through each path */
     struct op_timing *tm;           /* per-operation timing (measure.cu), once asked for */
+    stage_buf stage[STAGE_SLOTS];   /* upload staging, used in turn */
+    int stage_next;
+    struct drop_masks *dm;          /* dropout keep bits kept per site (dropout.cu) */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
     char msg[512];
@@ -107,6 +175,10 @@ int wait_stream(cu_priv *pr, cudaStream_t st, const char *what);
 
 /* A scratch buffer of at least `bytes`, kept between calls (grown when too small). */
 void *scratch(cu_priv *pr, int slot, size_t bytes);
+
+/* A device count of finished blocks, 0 between launches (a kernel whose last block sums the
+ * others' partials, in a fixed order, sets it back to 0 when done). */
+unsigned *done_count(cu_priv *pr);
 
 /* Copies `k` doubles of dres[off..] to the host and waits for them. */
 int fetch_res(cu_priv *pr, int off, int k);

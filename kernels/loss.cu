@@ -77,18 +77,32 @@ double cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
 }
 
 /* dlogits = scale softmax - scale onehot; in place allowed. */
+__device__ __forceinline__ float xent_grad(float l, size_t x, const float *lse,
+                                           const int32_t *labels, int V, float s)
+{
+    int m = (int)(x / V), v = (int)(x % V);
+    float o = __fmul_rn(s, tupe_expf(l - lse[m]));
+    return v == labels[m] ? o - s : o;
+}
+
+/* VE elements per thread (16-byte accesses when vec). */
 template <class T>
 __global__ void k_xent_bwd(T *d, const T *logits, const float *lse, const int32_t *labels, int V,
-                           size_t n, float s)
+                           size_t n, float s, int vec)
 {
-    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= n)
+    size_t x0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (x0 >= n)
         return;
-    int m = (int)(x / V), v = (int)(x % V);
-    float o = __fmul_rn(s, tupe_expf(ldv(logits, x) - lse[m]));
-    if (v == labels[m])
-        o = o - s;
-    stv(d, x, o);
+    if (vec && x0 + VE <= n) {
+        float l[VE];
+        ldve(l, logits + x0);
+        for (int k = 0; k < VE; k++)
+            l[k] = xent_grad(l[k], x0 + k, lse, labels, V, s);
+        stve(d + x0, l);
+        return;
+    }
+    for (size_t x = x0; x < n && x < x0 + VE; x++)
+        stv(d, x, xent_grad(ldv(logits, x), x, lse, labels, V, s));
 }
 
 void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
@@ -98,13 +112,12 @@ void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
     size_t n = (size_t)M * V;
     if (pr->err || n == 0)
         return;
+    int vec = al16(dlogits) && al16(logits);
+    unsigned nb = nblocks((n + VE - 1) / VE, 256);
     if (pr->bf16)
-        k_xent_bwd<bf16><<<nblocks(n, 256), 256, 0, pr->s>>>(
-            (bf16 *)dlogits, (const bf16 *)logits, (const float *)lse, labels, V, n, (float)scale);
+        k_xent_bwd<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)dlogits, (const bf16 *)logits, (const float *)lse, labels, V, n, (float)scale, vec);
     else
-        k_xent_bwd<float><<<nblocks(n, 256), 256, 0, pr->s>>>(
-            (float *)dlogits, (const float *)logits, (const float *)lse, labels, V, n,
-            (float)scale);
+        k_xent_bwd<float><<<nb, 256, 0, pr->s>>>((float *)dlogits, (const float *)logits, (const float *)lse, labels, V, n, (float)scale, vec);
     LAUNCHED("k_xent_bwd");
 }
 

@@ -79,6 +79,8 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
                                                  sizeof opa)) ||
               CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
                                                  sizeof opb)) ||
+              (k->ep && CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                           &k->ep, sizeof k->ep))) ||
               make_layout(pr, &g->la, ab, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb,
                           k->batch, k->sb) ||
               make_layout(pr, &g->lb, ab, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda,
@@ -111,7 +113,7 @@ static gemm_plan *find_plan(cu_priv *pr, const gemm_key *k)
         else
             bad = ckb(pr, hs, "cublasLtMatmulAlgoGetHeuristic");
     }
-    if (!bad && g->legacy && !pr->legacy_shape[0])
+    if (!bad && g->legacy && !pr->legacy_shape[0] && !k->ep)
         snprintf(pr->legacy_shape, sizeof pr->legacy_shape,
                  "ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d batch=%d %s->%s, aligned "
                  "%u/%u/%u", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->batch,
@@ -146,19 +148,23 @@ __global__ void k_scale2d(float *cf, bf16 *cb, int M, int N, int ldc, long long 
     }
 }
 
-void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
-             long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc,
-             long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct)
+/* lt_gemm, and with ep (a cuBLASLt epilogue, vector `bias`) the epilogue in the same product:
+ * 1 when it was applied, 0 when the caller applies it (an empty product; cuBLASLt has no
+ * algorithm for the shape with that epilogue: the product is then made without it). */
+static int gemm_ep(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   int lda, long long sa, const void *B, int ldb, long long sb, float beta,
+                   void *C, int ldc, long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct,
+                   int ep, void *bias)
 {
     if (pr->err || M <= 0 || N <= 0 || batch <= 0)
-        return;
+        return 0;
     if (K <= 0) { /* an empty sum: C = beta C */
         dim3 grid(nblocks((size_t)M * N, 256), (unsigned)(batch < 65535 ? batch : 65535));
         k_scale2d<<<grid, 256, 0, pr->s>>>(ct == CUDA_R_32F ? (float *)C : NULL,
                                            ct == CUDA_R_32F ? NULL : (bf16 *)C, M, N, ldc, sc,
                                            batch, beta);
         LAUNCHED("k_scale2d");
-        return;
+        return 0;
     }
     gemm_key k;
     memset(&k, 0, sizeof k);
@@ -167,6 +173,7 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
     if (batch > 1)
         k.sa = sa, k.sb = sb, k.sc = sc;
     k.ab = (int)ab, k.c = (int)ct;
+    k.ep = batch == 1 ? ep : 0;
     /* The alignment every batch's pointer has: the base pointer's and its stride's. */
     size_t es = ab == CUDA_R_32F ? 4 : 2, cs = ct == CUDA_R_32F ? 4 : 2;
     k.ala = align_of(A), k.alb = align_of(B), k.alc = align_of(C);
@@ -177,12 +184,19 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
     }
     gemm_plan *g = find_plan(pr, &k);
     if (!g)
-        return;
+        return 0;
+    if (k.ep && g->legacy) /* no algorithm with the epilogue: without it */
+        k.ep = 0, g = find_plan(pr, &k);
+    if (!g)
+        return 0;
     if (!g->legacy) {
         pr->gemm_lt++;
+        if (k.ep && CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias)))
+            return 0;
         CKB(cublasLtMatmul(pr->lt, g->op, &alpha, B, g->la, A, g->lb, &beta, C, g->lc, C, g->lc,
                            &g->algo, pr->ws, pr->ws_bytes, pr->s));
-        return;
+        return k.ep != 0 && !pr->err;
     }
     /* The same column-major product as above: cuBLAS's A is our B, its B our A. */
     pr->gemm_legacy++;
@@ -192,6 +206,15 @@ void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, cons
                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ab, ldb,
                                    batch > 1 ? sb : 0, A, ab, lda, batch > 1 ? sa : 0, &beta, C,
                                    ct, ldc, batch > 1 ? sc : 0, batch, comp, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+void lt_gemm(cu_priv *pr, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
+             long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc,
+             long long sc, int batch, cudaDataType_t ab, cudaDataType_t ct)
+{
+    gemm_ep(pr, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, ab, ct, 0,
+            NULL);
 }
 
 /* ---- matrix products (interface) --------------------------------------------------------- */
@@ -215,20 +238,38 @@ __device__ __forceinline__ float act_f(float v, int act)
     return v;
 }
 
-/* y[r,c] += b[c] (b may be NULL); with a: a = drop(act(y)) at logical element base + r*out + c. */
+/* y[r,c] += b[c] (b may be NULL); with a: a = drop(act(y)) at logical element base + r*out + c.
+ * VE elements per thread (16-byte accesses of y and a when vec). */
 template <class T>
-__global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, dropk d)
+__global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, dropk d, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
         return;
-    float v = ldv(y, i);
-    if (b) {
-        v = rnd(v + ldv(b, i % (size_t)out), y);
-        stv(y, i, v);
+    if (vec && i0 + VE <= n) {
+        float v[VE];
+        ldve(v, y + i0);
+        if (b) {
+            for (int k = 0; k < VE; k++)
+                v[k] = rnd(v[k] + ldv(b, (i0 + k) % (size_t)out), y);
+            stve(y + i0, v);
+        }
+        if (a) {
+            for (int k = 0; k < VE; k++)
+                v[k] = dropv(d, d.base + i0 + k, act_f(v[k], act));
+            stve(a + i0, v);
+        }
+        return;
     }
-    if (a)
-        stv(a, i, dropv(d, d.base + i, act_f(v, act)));
+    for (size_t i = i0; i < n && i < i0 + VE; i++) {
+        float v = ldv(y, i);
+        if (b) {
+            v = rnd(v + ldv(b, i % (size_t)out), y);
+            stv(y, i, v);
+        }
+        if (a)
+            stv(a, i, dropv(d, d.base + i, act_f(v, act)));
+    }
 }
 
 template <class T>
@@ -237,13 +278,19 @@ static void linear_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *a, const tupe_dev *
                          const tupe_drop *drop)
 {
     cudaDataType_t t = dtype_of<T>::v;
-    lt_gemm(pr, 0, 1, N, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1, t, t);
+    /* The bias in the product's epilogue (in fp32, before y's one rounding) where cuBLASLt
+     * has it; the activation (erf GELU, which cuBLASLt's tanh-form GELU epilogue is not) and
+     * dropout in k_bias_act. */
+    if (gemm_ep(pr, 0, 1, N, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1, t, t,
+                b ? CUBLASLT_EPILOGUE_BIAS : 0, (void *)b))
+        b = NULL;
     T *av = (act != TUPE_ACT_NONE && a) ? (T *)a : NULL;
     if (pr->err || (!b && !av))
         return;
     size_t n = (size_t)N * out;
-    k_bias_act<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act,
-                                                      mkdrop(drop));
+    dropk dk = av ? drop_bits(pr, drop, n) : mkdrop(NULL);
+    int vec = al16(y) && (!av || al16(av));
+    k_bias_act<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act, dk, vec);
     LAUNCHED("k_bias_act");
 }
 
@@ -345,16 +392,33 @@ template void colsums<float>(cu_priv *, float *, float *, const float *, const f
 template void colsums<bf16>(cu_priv *, bf16 *, bf16 *, const bf16 *, const bf16 *, int, int,
                             rowsel);
 
+/* y[i] += x[i] (x a bias gradient from an epilogue, rounded once to T there). */
+template <class T> __global__ void k_add_vec(T *y, const T *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        stv(y, i, ldv(y, i) + ldv(x, i));
+}
+
 template <class T>
 static void linear_bwd_t(cu_priv *pr, tupe_dev *dx, double dx_beta, tupe_dev *dW, tupe_dev *db,
                          const tupe_dev *dy, const tupe_dev *x, const tupe_dev *W, int N, int in,
                          int out)
 {
     cudaDataType_t t = dtype_of<T>::v;
-    if (dW)
-        lt_gemm(pr, 1, 0, out, in, N, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1, t, t);
-    if (db)
+    /* With dW, the bias gradient comes from the product's BGRADB epilogue (the column sums of
+     * dy, which the product reads anyway) into scratch, then db += it; else column sums. */
+    T *g = dW && db ? (T *)scratch(pr, SC_BG, (size_t)out * sizeof(T)) : NULL;
+    if (dW && db && !g)
+        return;
+    int fused = dW && gemm_ep(pr, 1, 0, out, in, N, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1,
+                              t, t, db ? CUBLASLT_EPILOGUE_BGRADB : 0, g);
+    if (fused) {
+        k_add_vec<T><<<nblocks((size_t)out, 256), 256, 0, pr->s>>>((T *)db, g, out);
+        LAUNCHED("k_add_vec");
+    } else if (db) {
         colsums<T>(pr, NULL, (T *)db, (const T *)dy, NULL, N, out, all_rows());
+    }
     if (dx)
         lt_gemm(pr, 0, 0, N, in, out, 1.0f, dy, out, 0, W, in, 0, (float)dx_beta, dx, in, 0, 1,
                 t, t);
@@ -375,34 +439,64 @@ void cu_linear_bwd(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dW,
 
 /* ---- element-wise ------------------------------------------------------------------------- */
 
-template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act, dropk d)
+/* VE elements per thread (16-byte accesses when vec). */
+template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act, dropk d, int vec)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float v[VE];
+        ldve(v, y + i0);
+        for (int k = 0; k < VE; k++)
+            v[k] = dropv(d, d.base + i0 + k, act_f(v[k], act));
+        stve(a + i0, v);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++)
         stv(a, i, dropv(d, d.base + i, act_f(ldv(y, i), act)));
 }
 
-template <class T>
-__global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d)
+/* The gradient of one element: returns d * act'(y) * k (k the dropout factor), *av the dropped
+ * activation. */
+__device__ __forceinline__ float act_grad(float dv, float yv, float k, int act, float *av)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    float k = dfac(d, d.base + i), yv = ldv(y, i), dv = ldv(dd, i);
     if (act == TUPE_ACT_GELU) {
         float g, v = tupe_gelu_fg_f(yv, &g);
-        if (a)
-            stv(a, i, v * k);
-        stv(dd, i, dv * (g * k));
-    } else if (act == TUPE_ACT_TANH) {
+        *av = v * k;
+        return dv * (g * k);
+    }
+    if (act == TUPE_ACT_TANH) {
         float t = tanhf(yv);
-        stv(dd, i, dv * ((1.0f - t * t) * k));
+        *av = t * k;
+        return dv * ((1.0f - t * t) * k);
+    }
+    *av = yv * k;
+    return dv * k;
+}
+
+template <class T>
+__global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d, int vec)
+{
+    size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
+    if (i0 >= n)
+        return;
+    if (vec && i0 + VE <= n) {
+        float dv[VE], yv[VE], av[VE];
+        ldve(dv, dd + i0);
+        ldve(yv, y + i0);
+        for (int k = 0; k < VE; k++)
+            dv[k] = act_grad(dv[k], yv[k], dfac(d, d.base + i0 + k), act, &av[k]);
         if (a)
-            stv(a, i, t * k);
-    } else {
-        stv(dd, i, dv * k);
+            stve(a + i0, av);
+        stve(dd + i0, dv);
+        return;
+    }
+    for (size_t i = i0; i < n && i < i0 + VE; i++) {
+        float av, g = act_grad(ldv(dd, i), ldv(y, i), dfac(d, d.base + i), act, &av);
         if (a)
-            stv(a, i, yv * k);
+            stv(a, i, av);
+        stv(dd, i, g);
     }
 }
 
@@ -410,7 +504,9 @@ template <class T>
 static void act_fwd_t(cu_priv *pr, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_fwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, mkdrop(drop));
+    dropk dk = drop_bits(pr, drop, n);
+    int vec = al16(a) && al16(y);
+    k_act_fwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, dk, vec);
     LAUNCHED("k_act_fwd");
 }
 
@@ -418,8 +514,9 @@ template <class T>
 static void act_bwd_t(cu_priv *pr, tupe_dev *d, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_bwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act,
-                                                     mkdrop(drop));
+    dropk dk = drop_bits(pr, drop, n);
+    int vec = al16(d) && al16(y) && (!a || al16(a));
+    k_act_bwd<T><<<nblocks((n + VE - 1) / VE, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act, dk, vec);
     LAUNCHED("k_act_bwd");
 }
 

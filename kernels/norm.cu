@@ -67,6 +67,18 @@ template <class T> __global__ void k_sumsq_runs(const T *x, size_t n, size_t par
         out[blockIdx.x] = t;
 }
 
+void sumsq_runs_dev(cu_priv *pr, const tupe_dev *x, size_t n, size_t part, double *d)
+{
+    size_t np = part ? (n + part - 1) / part : 0;
+    if (pr->err || np == 0)
+        return;
+    if (pr->bf16)
+        k_sumsq_runs<bf16><<<(unsigned)np, BS, 0, pr->s>>>((const bf16 *)x, n, part, d);
+    else
+        k_sumsq_runs<float><<<(unsigned)np, BS, 0, pr->s>>>((const float *)x, n, part, d);
+    LAUNCHED("k_sumsq_runs");
+}
+
 void cu_sumsq_parts(tupe_backend *be, const tupe_dev *x, size_t n, size_t part, double *out)
 {
     cu_priv *pr = PR(be);
@@ -74,14 +86,32 @@ void cu_sumsq_parts(tupe_backend *be, const tupe_dev *x, size_t n, size_t part, 
     if (np == 0)
         return;
     double *d = (double *)scratch(pr, SC_RUNS, np * sizeof(double));
-    if (!pr->err) {
-        if (pr->bf16)
-            k_sumsq_runs<bf16><<<(unsigned)np, BS, 0, pr->s>>>((const bf16 *)x, n, part, d);
-        else
-            k_sumsq_runs<float><<<(unsigned)np, BS, 0, pr->s>>>((const float *)x, n, part, d);
-        LAUNCHED("k_sumsq_runs");
-    }
+    sumsq_runs_dev(pr, x, n, part, d);
     if (pr->err || CK(cudaMemcpyAsync(out, d, np * sizeof(double), cudaMemcpyDeviceToHost, pr->s)) ||
         SYNC(pr))
         memset(out, 0, np * sizeof(double));
+}
+
+/* *out = v[0] + ... + v[n-1] by tupe_tree_sum_d's tree (pointwise.h), in place: level by
+ * level, the same additions as the host's, so the same bits. One block. */
+__global__ void k_tree_sum_d(double *v, int n, double *out)
+{
+    int m = 1;
+    while (m < n)
+        m <<= 1;
+    for (m >>= 1; m >= 1; m >>= 1) {
+        for (int c = threadIdx.x; c < m && c + m < n; c += blockDim.x)
+            v[c] = v[c] + v[c + m];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        out[0] = n > 0 ? v[0] : 0.0;
+}
+
+void tree_sum_dev(cu_priv *pr, double *v, int n, double *out)
+{
+    if (pr->err)
+        return;
+    k_tree_sum_d<<<1, 1024, 0, pr->s>>>(v, n, out);
+    LAUNCHED("k_tree_sum_d");
 }

@@ -1,6 +1,7 @@
 /* Positional terms: the [H,T,T] attention bias from TUPE's absolute correlation (with the
  * [CLS] reset) and from relative buckets, and its transpose into their gradients (buckets
- * through the sorted scatter-add of scatter.cu); BERT-Ad's positions added to Q and K. */
+ * through the sorted scatter-add of scatter.cu); BERT-Ad's positions added to Q and K; RoPE's
+ * rotation of Q and K (and its inverse for the gradient). */
 #include "position.cuh"
 #include "scatter.cuh"
 
@@ -182,4 +183,41 @@ void cu_qk_pos_grad(tupe_backend *be, tupe_dev *dpq, tupe_dev *dpk, const tupe_d
         k_qk_pos_grad<float><<<nblocks(n, 256), 256, 0, pr->s>>>(
             (float *)dpq, (float *)dpk, (const float *)dqkv, B, T, D);
     LAUNCHED("k_qk_pos_grad");
+}
+
+/* One thread per rotated pair (row, Q or K head, pair): the angle's cosine and sine are
+ * read from the wide table; the pair is rotated in fp32 and stored back. */
+template <class T>
+__global__ void k_rope(T *qkv, const float *rot, int T_, int D, int dh, int interleaved,
+                       float sgn, size_t n)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= n)
+        return;
+    int half = dh / 2, pairs = D; /* 2D columns of Q and K hold D pairs */
+    size_t r = x / pairs;
+    int k = (int)(x % pairs), c0 = k / half * dh, t = k % half;
+    const float *cs = rot + (r % T_) * dh;
+    T *row = qkv + r * 3 * D;
+    size_t i = (size_t)c0 + (interleaved ? 2 * t : t), j = i + (interleaved ? 1 : half);
+    float a = ldv(row, i), b = ldv(row, j), c = cs[t], s = sgn * cs[half + t];
+    stv(row, i, a * c - b * s);
+    stv(row, j, b * c + a * s);
+}
+
+void cu_rope(tupe_backend *be, tupe_dev *qkv, const tupe_dev *rot, int B, int T, int D, int dh,
+             int interleaved, int inverse)
+{
+    cu_priv *pr = PR(be);
+    size_t n = (size_t)B * T * D;
+    if (pr->err || n == 0)
+        return;
+    float sgn = inverse ? -1.0f : 1.0f;
+    if (pr->bf16)
+        k_rope<bf16><<<nblocks(n, 256), 256, 0, pr->s>>>((bf16 *)qkv, (const float *)rot, T, D,
+                                                         dh, interleaved, sgn, n);
+    else
+        k_rope<float><<<nblocks(n, 256), 256, 0, pr->s>>>((float *)qkv, (const float *)rot, T, D,
+                                                          dh, interleaved, sgn, n);
+    LAUNCHED("k_rope");
 }

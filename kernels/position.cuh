@@ -12,5 +12,7 @@ void cu_qk_pos_add(tupe_backend *be, tupe_dev *qkv, const tupe_dev *pq, const tu
                    int B, int T, int D);
 void cu_qk_pos_grad(tupe_backend *be, tupe_dev *dpq, tupe_dev *dpk, const tupe_dev *dqkv, int B,
                     int T, int D);
+void cu_rope(tupe_backend *be, tupe_dev *qkv, const tupe_dev *rot, int B, int T, int D, int dh,
+             int interleaved, int inverse);
 
 #endif

@@ -177,6 +177,12 @@ struct tupe_backend {
                        int B, int T, int D);
     void (*qk_pos_grad)(tupe_backend *be, tupe_dev *dpq, tupe_dev *dpk, const tupe_dev *dqkv,
                         int B, int T, int D);
+    /* RoPE: the query and key columns of qkv[B*T, 3D] rotated in place, head by head (dh
+     * columns each): pair t of position p by the angle whose cosine and sine are rot[p*dh + t]
+     * and rot[p*dh + dh/2 + t] (wide); the pairs are (x_2t, x_2t+1) when interleaved, else
+     * (x_t, x_t+dh/2). inverse: by minus the angle (the transpose: the gradient's way back). */
+    void (*rope)(tupe_backend *be, tupe_dev *qkv, const tupe_dev *rot, int B, int T, int D,
+                 int dh, int interleaved, int inverse);
 
     /* ---- heads and losses ---- */
     void (*gather_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,

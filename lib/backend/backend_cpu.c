@@ -1018,6 +1018,27 @@ static void R(qk_pos_grad)(tupe_backend *be, tupe_dev *dpq_, tupe_dev *dpk_, con
     }
 }
 
+static void R(rope)(tupe_backend *be, tupe_dev *qkv_, const tupe_dev *rot_, int B, int T, int D,
+                    int dh, int interleaved, int inverse)
+{
+    real *qkv = (real *)qkv_;
+    const real *rot = (const real *)rot_;
+    int half = dh / 2, step = interleaved ? 2 : 1, other = interleaved ? 1 : half;
+    real sgn = inverse ? (real)-1 : (real)1;
+#pragma omp parallel for num_threads(be->nthreads) schedule(static)
+    for (int r = 0; r < B * T; r++) {
+        const real *cs = rot + (size_t)(r % T) * dh, *sn = cs + half;
+        real *row = qkv + (size_t)r * 3 * D;
+        for (int c0 = 0; c0 < 2 * D; c0 += dh)      /* every head of Q, then of K */
+            for (int t = 0; t < half; t++) {
+                real *x = row + c0 + t * step, *y = x + other;
+                real a = *x, b = *y, s = sgn * sn[t];
+                *x = a * cs[t] - b * s;
+                *y = b * cs[t] + a * s;
+            }
+    }
+}
+
 /* ---- heads and losses ------------------------------------------------------------------------ */
 
 static void R(gather_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *src_,
@@ -1160,6 +1181,7 @@ static void R(ops)(tupe_backend *be)
     be->pos_bias_bwd = R(pos_bias_bwd);
     be->qk_pos_add = R(qk_pos_add);
     be->qk_pos_grad = R(qk_pos_grad);
+    be->rope = R(rope);
     be->gather_rows = R(gather_rows);
     be->scatter_rows = R(scatter_rows);
     be->xent_fwd = R(xent_fwd);

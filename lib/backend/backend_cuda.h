@@ -108,7 +108,20 @@ int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t bytes, int r
 /* The sum over ranks of n reals in place, in NCCL's own order (a measure of its bandwidth). */
 int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size_t n, tupe_err *e);
 int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e);
+/* The step's scalars (train/comm.h, tupe_comm_dev_sums), on the device: the sums of squares of
+ * each run of `run` elements of x within this rank's ranges [r[2i], r[2i+1]) (multiples of
+ * run), zeros for the other runs of [0, n), and the nvals values (each given by one rank,
+ * zeros on the others), summed over the ranks by one NCCL all-reduce of doubles (exact: one
+ * term of each is not zero), the runs' sums added by tupe_tree_sum_d's tree into *sumsq; vals
+ * become their sums. Without an NCCL link (one GPU) the same without the all-reduce. */
+int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
+                           size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
+                           double *sumsq, tupe_err *e);
 int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e);
+/* _mark records mark i after the collectives queued so far; _after makes the compute stream's
+ * later work wait for mark i (the last record of it; none: no wait). */
+int tupe_backend_cuda_comm_mark(tupe_backend *be, int i, tupe_err *e);
+int tupe_backend_cuda_comm_after(tupe_backend *be, int i, tupe_err *e);
 
 #ifdef __cplusplus
 }

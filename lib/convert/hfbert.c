@@ -355,6 +355,13 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         return rc;
     x.c = &x.cfg;
     x.bert = x.c->position == TUPE_POS_BERT_A;
+    if (x.c->position >= TUPE_POS_ROPE) {
+        /* modeling_tupe.py computes the paper's five variants; no other is written as it. */
+        rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: a %s model has no Hugging Face form "
+                       "here (BERT-A exports as BertForMaskedLM, the other variants of the TUPE "
+                       "paper as the remote-code model)", ckpt, tupe_position_name(x.c->position));
+        goto out;
+    }
     const char *ts = tupe_tset_meta(x.s, "train_state");
     if (ts) {
         json_error_t je;

@@ -13,7 +13,27 @@
 #include "base/fileio.h"
 
 static const char *const pos_names[TUPE_POS_COUNT] = {"bert-a", "bert-r", "bert-ad", "tupe-a",
-                                                      "tupe-r"};
+                                                      "tupe-r", "rope",   "alibi",   "nope"};
+#define POS_LIST "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi, nope"
+
+/* Each variant as a composition of positional terms (config.h). */
+static const unsigned pos_terms[TUPE_POS_COUNT] = {
+    [TUPE_POS_BERT_A] = TUPE_PE_ABS_INPUT,
+    [TUPE_POS_BERT_R] = TUPE_PE_ABS_INPUT | TUPE_PE_REL_BUCKET,
+    [TUPE_POS_BERT_AD] = TUPE_PE_ABS_QK,
+    [TUPE_POS_TUPE_A] = TUPE_PE_UNTIED_ABS,
+    [TUPE_POS_TUPE_R] = TUPE_PE_UNTIED_ABS | TUPE_PE_REL_BUCKET,
+    [TUPE_POS_ROPE] = TUPE_PE_ROTATION,
+    [TUPE_POS_ALIBI] = TUPE_PE_LINEAR_BIAS,
+    [TUPE_POS_NOPE] = 0,
+};
+
+unsigned tupe_cfg_terms(const tupe_config *c)
+{
+    return c->position >= 0 && c->position < TUPE_POS_COUNT ? pos_terms[c->position] : 0;
+}
+
+static const char *const rope_layouts[2] = {"interleaved", "half"};
 
 const char *tupe_position_name(int position)
 {
@@ -46,6 +66,8 @@ void tupe_config_default(tupe_config *c)
     c->initializer_range = 0.02;
     c->rel_pos_buckets = 32;
     c->max_rel_pos = 128;
+    c->rope_base = 10000.0;
+    c->rope_layout = TUPE_ROPE_INTERLEAVED;
 }
 
 double tupe_cfg_score_scale(const tupe_config *c)
@@ -120,7 +142,7 @@ int tupe_config_parse(tupe_config *c, const char *json, size_t len, const char *
                        tupe_path_name(name));
         goto out;
     }
-    const char *key;
+    const char *key, *rope_given = NULL;
     json_t *v;
     json_object_foreach(root, key, v) {
         if (strcmp(key, "model_type") == 0) {
@@ -140,11 +162,33 @@ int tupe_config_parse(tupe_config *c, const char *json, size_t len, const char *
         if (strcmp(key, "position") == 0) {
             int p = json_is_string(v) ? tupe_position_parse(json_string_value(v)) : -1;
             if (p < 0) {
-                rc = cfg_fail(e, name, "\"position\" must be one of bert-a, bert-r, bert-ad, tupe-a, "
-                             "tupe-r");
+                rc = cfg_fail(e, name, "\"position\" must be one of " POS_LIST);
                 goto out;
             }
             cfg.position = p;
+            continue;
+        }
+        if (strcmp(key, "rope_layout") == 0) {
+            const char *lv = json_is_string(v) ? json_string_value(v) : "";
+            int k = strcmp(lv, "interleaved") == 0 ? TUPE_ROPE_INTERLEAVED
+                    : strcmp(lv, "half") == 0      ? TUPE_ROPE_HALF
+                                                   : -1;
+            if (k < 0) {
+                rc = cfg_fail(e, name, "\"rope_layout\" must be \"interleaved\" or \"half\"");
+                goto out;
+            }
+            cfg.rope_layout = k;
+            rope_given = "rope_layout";
+            continue;
+        }
+        if (strcmp(key, "rope_base") == 0) {
+            double x = json_is_number(v) ? json_number_value(v) : 0;
+            if (!(x > 1 && x <= 1e12)) {
+                rc = cfg_fail(e, name, "\"rope_base\" must be a number in (1, 1e12]");
+                goto out;
+            }
+            cfg.rope_base = x;
+            rope_given = "rope_base";
             continue;
         }
         const field *f = NULL;
@@ -181,6 +225,11 @@ int tupe_config_parse(tupe_config *c, const char *json, size_t len, const char *
         else
             *(double *)dst = x;
     }
+    if (rope_given && !tupe_cfg_rope(&cfg)) {
+        rc = cfg_fail(e, name, "\"%s\" applies to \"position\": \"rope\" only, not %s",
+                      rope_given, tupe_position_name(cfg.position));
+        goto out;
+    }
     rc = tupe_config_check(&cfg, 0, e);
     if (rc)
         tupe_err_wrap(e, "%s", tupe_path_name(name));
@@ -211,6 +260,11 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
                          c->max_rel_pos, c->rel_pos_buckets / 4);
     if (!(c->layer_norm_eps > 0))
         return tupe_fail(e, TUPE_EDATA, "layer_norm_eps must be positive");
+    if (tupe_cfg_rope(c) && (c->hidden_size / c->num_heads) % 2 != 0)
+        return tupe_fail(e, TUPE_EDATA, "rope: the head size %d must be even (pairs of columns "
+                         "are rotated)", c->hidden_size / c->num_heads);
+    if (tupe_cfg_rope(c) && (c->rope_layout < 0 || c->rope_layout > 1 || !(c->rope_base > 1)))
+        return tupe_fail(e, TUPE_EDATA, "rope: bad rope_layout or rope_base");
     double p[4] = {c->hidden_dropout, c->attention_dropout, c->activation_dropout,
                    c->classifier_dropout};
     for (int i = 0; i < 4; i++)
@@ -253,6 +307,10 @@ int tupe_config_same_encoder(const tupe_config *a, const tupe_config *b, char *w
     if (tupe_cfg_rel(a)) {
         SAME(rel_pos_buckets, "rel_pos_buckets");
         SAME(max_rel_pos, "max_rel_pos");
+    }
+    if (tupe_cfg_rope(a)) {
+        SAME(rope_base, "rope_base");
+        SAME(rope_layout, "rope_layout");
     }
 #undef SAME
     return 1;
@@ -303,10 +361,22 @@ char *tupe_config_json(const tupe_config *c, int indent)
             snprintf(val, sizeof val, "%d", *(const int *)src);
         else
             fmt_real(val, sizeof val, *(const double *)src);
+        int more = i + 1 < NFIELDS || tupe_cfg_rope(c);
         n += (size_t)snprintf(s + n, cap - n, "%s\"%s\"%s%s%s%s", pad, f->key, sep, val,
-                              i + 1 < NFIELDS ? "," : "", nl);
+                              more ? "," : "", nl);
         if (strcmp(f->key, "type_vocab_size") == 0)
             n += (size_t)snprintf(s + n, cap - n, "%s\"hidden_act\"%s\"gelu\",%s", pad, sep, nl);
+    }
+    if (tupe_cfg_rope(c)) {
+        /* Only where they apply, so that the other variants' JSON stays as it was. */
+        char base[64];
+        if (c->rope_base == floor(c->rope_base) && c->rope_base < 1e15)
+            snprintf(base, sizeof base, "%.1f", c->rope_base); /* 10000.0, not 1e+4 */
+        else
+            fmt_real(base, sizeof base, c->rope_base);
+        n += (size_t)snprintf(s + n, cap - n, "%s\"rope_base\"%s%s,%s%s\"rope_layout\"%s\"%s\"%s",
+                              pad, sep, base, nl, pad, sep,
+                              rope_layouts[c->rope_layout == TUPE_ROPE_HALF], nl);
     }
     snprintf(s + n, cap - n, "}%s", nl);
     return s;

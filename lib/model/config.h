@@ -11,14 +11,35 @@
 
 #include "base/error.h"
 
-/* The positional-encoding variants of the paper (spec §2). */
+/* The positional encodings: the paper's variants (spec §2), then later ones
+ * (../shared/docs/positional-encodings.md). Each is a composition of the terms below. */
 enum tupe_position {
     TUPE_POS_BERT_A = 0,  /* absolute position added to the input */
     TUPE_POS_BERT_R,      /* input as BERT-A plus a T5 relative bias */
     TUPE_POS_BERT_AD,     /* positions projected separately, added into Q and K of every layer */
     TUPE_POS_TUPE_A,      /* untied absolute correlation, [CLS] reset unless untie_cls=false */
     TUPE_POS_TUPE_R,      /* TUPE-A plus the relative bias with the two [CLS] buckets */
+    TUPE_POS_ROPE,        /* rotary: Q and K rotated by their position (RoFormer) */
+    TUPE_POS_ALIBI,       /* symmetric linear bias -m_h |i - j| (MosaicBERT, JinaBERT) */
+    TUPE_POS_NOPE,        /* no positional information at all: the lower bound */
     TUPE_POS_COUNT
+};
+
+/* The positional terms a variant is made of (model/posenc.c computes each in one place). */
+enum tupe_pe_term {
+    TUPE_PE_ABS_INPUT = 1 << 0,   /* a learned P[k] added to the input embedding */
+    TUPE_PE_ABS_QK = 1 << 1,      /* LN(P) U^Q, LN(P) U^K added into every layer's Q and K */
+    TUPE_PE_UNTIED_ABS = 1 << 2,  /* (LN(P) U^Q)(LN(P) U^K)^T as a bias, [CLS] reset (TUPE) */
+    TUPE_PE_REL_BUCKET = 1 << 3,  /* a learned bias per head and T5 bucket of j - i */
+    TUPE_PE_LINEAR_BIAS = 1 << 4, /* the fixed bias -m_h |i - j| (ALiBi) */
+    TUPE_PE_ROTATION = 1 << 5     /* Q and K rotated by angles proportional to the position */
+};
+
+/* RoPE's two layouts of the rotated pairs within a head of d columns. They compute the same
+ * function only with the query and key columns (and biases) permuted. */
+enum tupe_rope_layout {
+    TUPE_ROPE_INTERLEAVED = 0,    /* pairs (x_2t, x_2t+1): RoFormer, GPT-J */
+    TUPE_ROPE_HALF                /* pairs (x_t, x_t+d/2): GPT-NeoX, Llama, ModernBERT */
 };
 
 typedef struct tupe_config {
@@ -40,6 +61,8 @@ typedef struct tupe_config {
     int rel_pos_buckets;       /* buckets of the T5 table (both directions together) */
     int max_rel_pos;           /* distance at which the log buckets end */
     int num_labels;            /* 0 = masked-LM head; 1 = regression head; >= 2 = classes */
+    double rope_base;          /* RoPE: angle of pair t is position x rope_base^(-2t/d) */
+    int rope_layout;           /* RoPE: enum tupe_rope_layout */
 } tupe_config;
 
 /* The bert-base preset with the tupe-r variant (the defaults of missing JSON fields). */
@@ -70,23 +93,34 @@ int tupe_config_same_encoder(const tupe_config *a, const tupe_config *b, char *f
 const char *tupe_position_name(int position);
 int tupe_position_parse(const char *name);   /* -1 if unknown */
 
+/* The terms of a variant (enum tupe_pe_term). */
+unsigned tupe_cfg_terms(const tupe_config *c);
+
 /* What a variant has. */
 static inline int tupe_cfg_abs_input(const tupe_config *c)  /* P[k] added to the input */
 {
-    return c->position == TUPE_POS_BERT_A || c->position == TUPE_POS_BERT_R;
+    return (tupe_cfg_terms(c) & TUPE_PE_ABS_INPUT) != 0;
 }
 static inline int tupe_cfg_pos_proj(const tupe_config *c)   /* position table + LN + U^Q, U^K */
 {
-    return c->position == TUPE_POS_BERT_AD || c->position == TUPE_POS_TUPE_A ||
-           c->position == TUPE_POS_TUPE_R;
+    return (tupe_cfg_terms(c) & (TUPE_PE_ABS_QK | TUPE_PE_UNTIED_ABS)) != 0;
 }
 static inline int tupe_cfg_tupe(const tupe_config *c)
 {
-    return c->position == TUPE_POS_TUPE_A || c->position == TUPE_POS_TUPE_R;
+    return (tupe_cfg_terms(c) & TUPE_PE_UNTIED_ABS) != 0;
 }
 static inline int tupe_cfg_rel(const tupe_config *c)
 {
-    return c->position == TUPE_POS_BERT_R || c->position == TUPE_POS_TUPE_R;
+    return (tupe_cfg_terms(c) & TUPE_PE_REL_BUCKET) != 0;
+}
+static inline int tupe_cfg_rope(const tupe_config *c)
+{
+    return (tupe_cfg_terms(c) & TUPE_PE_ROTATION) != 0;
+}
+/* A learned table of positions exists (so no position past max_position_embeddings). */
+static inline int tupe_cfg_pos_table(const tupe_config *c)
+{
+    return tupe_cfg_abs_input(c) || tupe_cfg_pos_proj(c);
 }
 /* TUPE's [CLS] reset is on. */
 static inline int tupe_cfg_reset(const tupe_config *c) { return tupe_cfg_tupe(c) && c->untie_cls; }
@@ -101,8 +135,17 @@ static inline int tupe_cfg_pos_rows(const tupe_config *c)
 {
     return c->max_position + (tupe_cfg_tupe(c) ? 1 : 0);
 }
-/* A per-head additive bias [H, T, T] exists. */
-static inline int tupe_cfg_has_bias(const tupe_config *c) { return tupe_cfg_tupe(c) || tupe_cfg_rel(c); }
+/* A per-head additive bias [H, T, T] exists (learned or fixed). */
+static inline int tupe_cfg_has_bias(const tupe_config *c)
+{
+    return (tupe_cfg_terms(c) &
+            (TUPE_PE_UNTIED_ABS | TUPE_PE_REL_BUCKET | TUPE_PE_LINEAR_BIAS)) != 0;
+}
+/* That bias has parameters (its gradient is needed). */
+static inline int tupe_cfg_learned_bias(const tupe_config *c)
+{
+    return (tupe_cfg_terms(c) & (TUPE_PE_UNTIED_ABS | TUPE_PE_REL_BUCKET)) != 0;
+}
 /* Scale of the content scores: 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad, 1/sqrt(d) else. */
 double tupe_cfg_score_scale(const tupe_config *c);
 

@@ -33,9 +33,11 @@ struct tupe_model {
     tupe_dev *gdst;     /* where backward adds the gradients (grads, or the caller's) */
     tupe_grad_ready_fn ready;
     void *ready_ctx;
+    tupe_params_need_fn need;
+    void *need_ctx;
     size_t heads_lo;    /* the first element of the heads (after the last layer) */
     /* int32 inputs */
-    tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls, *i_buckets;
+    tupe_dev *i_ids, *i_types, *i_len, *i_mpos, *i_mlab, *i_labels, *i_cls;
     tupe_dev *targets;
     /* activations: hs[l] is the input of layer l, hs[L] the encoder output */
     tupe_dev **hs;
@@ -43,8 +45,7 @@ struct tupe_model {
     layer_acts *la;
     tupe_dev *g_nf, *dh_nf, *tmp_nd, *attn_scr;
     tupe_dev *dY, *dR, *dBr, *dctx, *dqkv;
-    /* positional terms */
-    tupe_dev *p_y, *p_xh, *p_rs, *pq, *pk, *pA, *bias, *G, *dA, *dpq, *dpk, *dpy;
+    tupe_posenc pe;     /* the positional terms (posenc.h) */
     /* heads */
     tupe_dev *hm, *ht, *hg, *hxh, *hrs, *hu, *logits, *lse, *dh1, *dh2;
     /* the last forward pass */
@@ -97,39 +98,18 @@ static tupe_drop mkdrop(const tupe_model *m, double p, uint32_t site, uint64_t p
     return d;
 }
 
-int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance)
-{
-    int half = num_buckets / 2, ret = 0, n = i - j;
-    if (n < 0) {
-        ret = half;
-        n = -n;
-    }
-    int max_exact = half / 2;
-    if (n < max_exact)
-        return ret + n;
-    /* T5's formula, in double: the spec's table (§4) is reproduced exactly, including the
-     * boundaries n = 16, 32, 64 where the logarithm ratio is an integer. */
-    double v = log((double)n / max_exact) / log((double)max_distance / max_exact) *
-               (half - max_exact);
-    int b = max_exact + (int)v;
-    return ret + (b < half - 1 ? b : half - 1);
-}
-
-void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out)
-{
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++)
-            out[(size_t)i * T + j] = tupe_rel_bucket(i, j, c->rel_pos_buckets, c->max_rel_pos);
-    if (c->position == TUPE_POS_TUPE_R && c->untie_cls) {
-        /* Column 0 first, then row 0, so that [0,0] gets the [CLS]->others bucket (spec §4). */
-        for (int i = 0; i < T; i++)
-            out[(size_t)i * T] = c->rel_pos_buckets;
-        for (int j = 0; j < T; j++)
-            out[j] = c->rel_pos_buckets / 2;
-    }
-}
-
 /* ---- creation ------------------------------------------------------------------------------- */
+
+static void plan_pe(void *ctx, tupe_dev **p, size_t n, int kind)
+{
+    tupe_model *m = ctx;
+    if (kind == 'i')
+        plan_i(m, p, n);
+    else if (kind == 'w')
+        plan_w(m, p, n);
+    else
+        plan_r(m, p, n);
+}
 
 /* Gradients, the integer inputs and every activation, for the capacity m->cap. */
 static void plan_acts(tupe_model *m, tupe_backend *be)
@@ -147,8 +127,6 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_i(m, &m->i_labels, Bc);
     plan_i(m, &m->i_cls, Bc);
     plan_w(m, &m->targets, Bc);
-    if (tupe_cfg_rel(c))
-        plan_i(m, &m->i_buckets, Tc * Tc);
     for (size_t l = 0; l <= L; l++)
         plan_r(m, &m->hs[l], N * D);
     plan_r(m, &m->emb_xh, N * D);
@@ -174,25 +152,7 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_r(m, &m->dBr, N * D);
     plan_r(m, &m->dctx, N * D);
     plan_r(m, &m->dqkv, N * 3 * D);
-    if (tupe_cfg_pos_proj(c)) {
-        size_t R = Tc + 1;
-        plan_r(m, &m->p_y, R * D);
-        plan_r(m, &m->p_xh, R * D);
-        plan_w(m, &m->p_rs, R);
-        plan_r(m, &m->pq, R * D);
-        plan_r(m, &m->pk, R * D);
-        plan_r(m, &m->dpq, R * D);
-        plan_r(m, &m->dpk, R * D);
-        plan_r(m, &m->dpy, R * D);
-        if (tupe_cfg_tupe(c)) {
-            plan_r(m, &m->pA, H * R * R);
-            plan_r(m, &m->dA, H * R * R);
-        }
-    }
-    if (tupe_cfg_has_bias(c)) {
-        plan_w(m, &m->bias, H * Tc * Tc);
-        plan_w(m, &m->G, H * Tc * Tc);
-    }
+    tupe_posenc_plan(&m->pe, c, (int)Tc, plan_pe, m);
     size_t rows = c->num_labels == 0 ? Mc : Bc;
     size_t cols = c->num_labels == 0 ? V : (size_t)c->num_labels;
     plan_r(m, &m->hm, rows * D);
@@ -220,7 +180,8 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
     int params_only = cap->batch == 0 && cap->seq == 0;
     if (!params_only && (cap->batch < 1 || cap->seq < 1))
         return tupe_fail(e, TUPE_EUSAGE, "model capacity: batch and sequence length must be >= 1");
-    if (cap->seq > cfg->max_position)
+    /* Only a learned table limits the length: RoPE, ALiBi and NoPE are defined at any. */
+    if (cap->seq > cfg->max_position && tupe_cfg_pos_table(cfg))
         return tupe_fail(e, TUPE_EUSAGE,
                          "sequence length %d exceeds max_position_embeddings %d", cap->seq,
                          cfg->max_position);
@@ -238,7 +199,7 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
         return rc;
     }
     const tupe_config *c = &m->cfg;
-    size_t Tc = (size_t)m->cap.seq, L = (size_t)c->num_layers;
+    size_t L = (size_t)c->num_layers;
     m->hs = calloc(L + 1, sizeof *m->hs);
     m->la = calloc(L, sizeof *m->la);
     if (!m->hs || !m->la) {
@@ -278,15 +239,9 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
     m->nslots = m->cslots = 0;
     m->gdst = m->grads;
 
-    if (m->i_buckets) {
-        int32_t *bk = malloc(Tc * Tc * sizeof *bk);
-        if (!bk) {
-            tupe_model_free(m);
-            return tupe_fail(e, TUPE_EFAIL, "out of memory");
-        }
-        tupe_rel_buckets(c, (int)Tc, bk);
-        be->upload(be, m->i_buckets, bk, Tc * Tc, TUPE_I32);
-        free(bk);
+    if (!params_only && (rc = tupe_posenc_setup(&m->pe, be, e))) {
+        tupe_model_free(m);
+        return rc;
     }
     *out = m;
     return 0;
@@ -309,6 +264,10 @@ const tupe_config *tupe_model_config(const tupe_model *m) { return &m->cfg; }
 tupe_backend *tupe_model_backend(const tupe_model *m) { return m->be; }
 const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
 size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
+int tupe_model_rope_scaling(tupe_model *m, int scaling, double factor, tupe_err *e)
+{
+    return tupe_posenc_rope_scaling(&m->pe, scaling, factor, e);
+}
 tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
 tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
@@ -318,6 +277,25 @@ void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx)
 {
     m->ready = fn;
     m->ready_ctx = ctx;
+}
+
+void tupe_model_on_params_need(tupe_model *m, tupe_params_need_fn fn, void *ctx)
+{
+    m->need = fn;
+    m->need_ctx = ctx;
+}
+
+/* The parameters below hi are about to be read (tupe_model_on_params_need). */
+static void need(tupe_model *m, size_t hi)
+{
+    if (m->need)
+        m->need(m->need_ctx, hi);
+}
+
+/* The first element of layer l's parameters, the heads' for l = num_layers. */
+static size_t layer_lo(const tupe_model *m, int l)
+{
+    return l < m->cfg.num_layers ? m->lay.layer[l].qkv_w : m->heads_lo;
 }
 
 size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap)
@@ -518,34 +496,6 @@ static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
     return 0;
 }
 
-/* Positional terms, once per forward pass (spec §3; BERT-Ad's projections, contract §3). */
-static void position_fwd(tupe_model *m)
-{
-    tupe_backend *be = m->be;
-    const tupe_config *c = &m->cfg;
-    const tupe_layout *y = &m->lay;
-    int T = m->T, D = c->hidden_size, H = c->num_heads, dh = D / H;
-    if (tupe_cfg_pos_proj(c)) {
-        int R = tupe_cfg_tupe(c) ? T + 1 : T;
-        be->ln_fwd(be, m->p_y, m->p_xh, m->p_rs, PAR(y->pos), PAR(y->pos_ln_g), PAR(y->pos_ln_b),
-                   R, D, c->layer_norm_eps);
-        be->linear_fwd(be, m->pq, NULL, m->p_y, PAR(y->pos_q_w), PAR(y->pos_q_b), R, D, D,
-                       TUPE_ACT_NONE, NULL);
-        be->linear_fwd(be, m->pk, NULL, m->p_y, PAR(y->pos_k_w), PAR(y->pos_k_b), R, D, D,
-                       TUPE_ACT_NONE, NULL);
-        if (tupe_cfg_tupe(c)) {
-            /* A_h = s Qp_h Kp_h^T: the scale of the query side folded into the product. */
-            double s = tupe_cfg_score_scale(c);
-            for (int h = 0; h < H; h++)
-                be->gemm(be, 0, 1, R, R, dh, s, AT(m->pq, (size_t)h * dh), D,
-                         AT(m->pk, (size_t)h * dh), D, 0, AT(m->pA, (size_t)h * R * R), R);
-        }
-    }
-    if (tupe_cfg_has_bias(c))
-        be->pos_bias_fwd(be, m->bias, tupe_cfg_tupe(c) ? m->pA : NULL, PAR(y->rel),
-                         (const int32_t *)m->i_buckets, m->cap.seq, T, H, tupe_cfg_reset(c));
-}
-
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
                        tupe_err *e)
 {
@@ -574,7 +524,9 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     const int32_t *ids = (const int32_t *)m->i_ids, *len = (const int32_t *)m->i_len;
     const int32_t *types = m->has_types ? (const int32_t *)m->i_types : NULL;
 
-    position_fwd(m);
+    need(m, layer_lo(m, 0));
+    if ((rc = tupe_posenc_fwd(&m->pe, be, y, m->params, T, e)))
+        return rc;
 
     tupe_drop d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
     be->embed_fwd(be, m->hs[0], m->emb_xh, m->emb_rs, ids, types, len, PAR(y->word),
@@ -584,13 +536,13 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     for (int l = 0; l < c->num_layers; l++) {
         const tupe_layer_offsets *o = &y->layer[l];
         layer_acts *a = &m->la[l];
+        need(m, layer_lo(m, l + 1));
         be->linear_fwd(be, a->qkv, NULL, m->hs[l], PAR(o->qkv_w), PAR(o->qkv_b), N, D, 3 * D,
                        TUPE_ACT_NONE, NULL);
-        if (c->position == TUPE_POS_BERT_AD)
-            be->qk_pos_add(be, a->qkv, m->pq, m->pk, B, T, D);
+        tupe_posenc_qk(&m->pe, be, a->qkv, B, T);
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
-        be->attn_fwd(be, a->ctx, a->probs, a->qkv, tupe_cfg_has_bias(c) ? m->bias : NULL, len, B,
-                     T, H, dh, scale, &d, m->attn_scr);
+        be->attn_fwd(be, a->ctx, a->probs, a->qkv, tupe_posenc_bias(&m->pe), len, B, T, H, dh,
+                     scale, &d, m->attn_scr);
         be->linear_fwd(be, m->tmp_nd, NULL, a->ctx, PAR(o->o_w), NULL, N, D, D, TUPE_ACT_NONE,
                        NULL);
         d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
@@ -606,6 +558,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                          PAR(o->ln2_g), PAR(o->ln2_b), N, D, c->layer_norm_eps, &d);
     }
 
+    need(m, m->flat);
     tupe_dev *top = m->hs[c->num_layers];
     tupe_fwd_out r = {0, 0, 0, 0};
     if (c->num_labels == 0) {
@@ -661,36 +614,6 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-static void position_bwd(tupe_model *m)
-{
-    tupe_backend *be = m->be;
-    const tupe_config *c = &m->cfg;
-    const tupe_layout *y = &m->lay;
-    int T = m->T, D = c->hidden_size, H = c->num_heads, dh = D / H;
-    if (tupe_cfg_has_bias(c))
-        be->pos_bias_bwd(be, tupe_cfg_tupe(c) ? m->dA : NULL, GRD(y->rel), m->G,
-                         (const int32_t *)m->i_buckets, m->cap.seq, T, H, tupe_cfg_reset(c));
-    if (!tupe_cfg_pos_proj(c))
-        return;
-    int R = tupe_cfg_tupe(c) ? T + 1 : T;
-    if (tupe_cfg_tupe(c)) {
-        double s = tupe_cfg_score_scale(c);
-        for (int h = 0; h < H; h++) {
-            tupe_dev *dA = AT(m->dA, (size_t)h * R * R);
-            be->gemm(be, 0, 0, R, dh, R, s, dA, R, AT(m->pk, (size_t)h * dh), D, 0,
-                     AT(m->dpq, (size_t)h * dh), D);
-            be->gemm(be, 1, 0, R, dh, R, s, dA, R, AT(m->pq, (size_t)h * dh), D, 0,
-                     AT(m->dpk, (size_t)h * dh), D);
-        }
-    }
-    be->linear_bwd(be, m->dpy, 0, GRD(y->pos_q_w), GRD(y->pos_q_b), m->dpq, m->p_y,
-                   PAR(y->pos_q_w), R, D, D);
-    be->linear_bwd(be, m->dpy, 1, GRD(y->pos_k_w), GRD(y->pos_k_b), m->dpk, m->p_y,
-                   PAR(y->pos_k_w), R, D, D);
-    be->ln_bwd(be, GRD(y->pos), 1, GRD(y->pos_ln_g), GRD(y->pos_ln_b), m->dpy, m->p_xh, m->p_rs,
-               PAR(y->pos_ln_g), R, D);
-}
-
 int tupe_model_backward(tupe_model *m, tupe_err *e)
 {
     if (!m->have_fwd)
@@ -738,12 +661,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     if (m->ready)
         m->ready(m->ready_ctx, m->heads_lo);
 
-    if (tupe_cfg_has_bias(c)) /* G is wide: zero it as wsize/esize real elements each */
-        be->zero(be, m->G, (size_t)H * T * T * (size_t)(be->wsize / be->esize));
-    if (c->position == TUPE_POS_BERT_AD) {
-        be->zero(be, m->dpq, (size_t)T * D);
-        be->zero(be, m->dpk, (size_t)T * D);
-    }
+    tupe_posenc_bwd_begin(&m->pe, be, T);
     double scale = tupe_cfg_score_scale(c);
     for (int l = c->num_layers - 1; l >= 0; l--) {
         const tupe_layer_offsets *o = &y->layer[l];
@@ -767,10 +685,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
         be->attn_bwd(be, m->dqkv, a->probs, m->dctx, a->qkv, len, B, T, H, dh, scale, &d,
                      m->attn_scr);
-        if (tupe_cfg_has_bias(c))
-            be->bias_grad(be, m->G, a->probs, B, H, T);
-        if (c->position == TUPE_POS_BERT_AD)
-            be->qk_pos_grad(be, m->dpq, m->dpk, m->dqkv, B, T, D);
+        tupe_posenc_qk_bwd(&m->pe, be, m->dqkv, a->probs, B, T);
         be->linear_bwd(be, m->dY, 1, GRD(o->qkv_w), GRD(o->qkv_b), m->dqkv, m->hs[l],
                        PAR(o->qkv_w), N, D, 3 * D);
         if (m->ready)
@@ -780,7 +695,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     be->embed_bwd(be, GRD(y->word), GRD(y->pos_emb), GRD(y->tt_emb), GRD(y->emb_ln_g),
                   GRD(y->emb_ln_b), m->dY, m->emb_xh, m->emb_rs, PAR(y->emb_ln_g),
                   (const int32_t *)m->i_ids, m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, D, V, c->type_vocab_size, &d, m->dR);
-    position_bwd(m);
+    tupe_posenc_bwd(&m->pe, be, y, m->params, m->gdst, T);
     if (m->ready)
         m->ready(m->ready_ctx, 0);
     return be->check ? be->check(be, e) : 0;
@@ -831,7 +746,7 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
         be->download(be, dst, m->logits, n, TUPE_F32);
         break;
     case TUPE_PROBE_POS_BIAS:
-        be->download(be, dst, m->bias, n, TUPE_F32 | TUPE_WIDE);
+        be->download(be, dst, m->pe.bias, n, TUPE_F32 | TUPE_WIDE);
         break;
     case TUPE_PROBE_ATTN_PROBS:
         be->download(be, dst, m->la[layer].probs, n, TUPE_F32);
@@ -843,8 +758,8 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
         be->download(be, dst, m->hs[layer], n, TUPE_F32);
         break;
     case TUPE_PROBE_POS_QK:
-        be->download(be, dst, m->pq, n / 2, TUPE_F32);
-        be->download(be, dst + n / 2, m->pk, n / 2, TUPE_F32);
+        be->download(be, dst, m->pe.pq, n / 2, TUPE_F32);
+        be->download(be, dst + n / 2, m->pe.pk, n / 2, TUPE_F32);
         break;
     }
     return 0;

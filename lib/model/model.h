@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "model/posenc.h"
 
 typedef struct tupe_model tupe_model;
 
@@ -30,7 +31,8 @@ typedef struct tupe_model tupe_model;
  * activations are allocated; forward passes and gradient access fail. */
 typedef struct tupe_capacity {
     int batch;      /* sequences per forward pass */
-    int seq;        /* padded length T (at most max_position_embeddings) */
+    int seq;        /* padded length T (at most max_position_embeddings where the variant
+                       has a learned position table) */
     int masked;     /* masked positions per forward pass (MLM head); 0 = batch * seq. The
                        logits take masked x vocab_size reals: give a tight bound */
 } tupe_capacity;
@@ -78,6 +80,9 @@ void tupe_model_free(tupe_model *m);
 const tupe_config *tupe_model_config(const tupe_model *m);
 tupe_backend *tupe_model_backend(const tupe_model *m);
 const tupe_layout *tupe_model_layout(const tupe_model *m);
+/* RoPE's angles from now on (evaluation past the trained length): posenc.h's
+ * tupe_rope_scaling with factor >= 1. Another variant: TUPE_EUSAGE. */
+int tupe_model_rope_scaling(tupe_model *m, int scaling, double factor, tupe_err *e);
 /* Bytes of the arena (parameters, gradients, activations). */
 size_t tupe_model_arena_bytes(const tupe_model *m);
 
@@ -105,6 +110,12 @@ void tupe_model_grad_target(tupe_model *m, tupe_dev *dst);
  * backend work computing them is queued then, maybe not done. fn NULL: none. */
 typedef void (*tupe_grad_ready_fn)(void *ctx, size_t lo);
 void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx);
+/* fn(ctx, hi) is called during tupe_model_forward before the work that reads the parameters of
+ * the elements below hi is queued, hi growing: the embeddings and positional terms (below the
+ * first layer), then each layer from the first up, then the heads (hi = flat_size), so that
+ * parameters still arriving (train/gradsync.h) are waited for part by part. fn NULL: none. */
+typedef void (*tupe_params_need_fn)(void *ctx, size_t hi);
+void tupe_model_on_params_need(tupe_model *m, tupe_params_need_fn fn, void *ctx);
 /* The `lo` of those calls, in their order (num_layers + 2 of them, the last 0), into lo[]. */
 size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap);
 
@@ -142,12 +153,5 @@ enum tupe_probe {
 /* Elements of a probe for the last forward pass; 0 when the model does not have it. */
 size_t tupe_model_probe_size(const tupe_model *m, int probe);
 int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, tupe_err *e);
-
-/* The T5 relative-position bucket of key j for query i (spec §4; num_buckets covers both
- * directions), without the [CLS] overrides. */
-int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance);
-/* The bucket table of a configuration for a T x T attention map (row-major): TUPE-R with the
- * [CLS] reset puts bucket 32 in column 0 and then 16 in row 0. */
-void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out);
 
 #endif

@@ -110,7 +110,23 @@ int tupe_comm_dev_allreduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_
  * to every rank (an all-gather), ordered as tupe_comm_dev_reduce is. */
 int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, int wide,
                          tupe_err *e);
+/* A step's scalars, summed over the ranks without a host collective where the gradients go
+ * through NCCL: every rank gives its ranges [ranges[2i], ranges[2i+1]) of x (n reals; the
+ * ranks' ranges apart and covering it, bounds multiples of run) and nvals values that it alone
+ * gives (zeros where another rank does; the step's losses). The sums of squares of x's runs
+ * of `run` elements are added by tupe_tree_sum_d's tree (backend/pointwise.h) into *sumsq:
+ * the same bits on any number of ranks and paths, on one device kind; vals become their sums
+ * over the ranks, exactly. On GPUs (one, or NCCL) the device sums the runs and NCCL adds both
+ * in one all-reduce of doubles, and the host reads nvals + 1 doubles; through host copies, the
+ * runs' sums travel as the host collectives do. */
+int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const size_t *ranges,
+                       size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
+                       double *sumsq, tupe_err *e);
 /* The backend's later work waits for the collectives queued so far. */
 int tupe_comm_dev_join(tupe_comm *c, tupe_backend *be, tupe_err *e);
+/* Mark i: _mark names the collectives queued so far, _after makes the backend's later work wait
+ * for those only (on NCCL; elsewhere collectives are done when they return: nothing to do). */
+int tupe_comm_dev_mark(tupe_comm *c, tupe_backend *be, int i, tupe_err *e);
+int tupe_comm_dev_after(tupe_comm *c, tupe_backend *be, int i, tupe_err *e);
 
 #endif

@@ -25,9 +25,22 @@ struct tupe_gradsync {
     int last;                    /* the plan's index of the micro-batch now computed */
     int failed;
     tupe_err err;                /* the first error of a grad-ready call */
-    size_t *ranges, nranges;
-    double *parts;               /* the runs' sums of squares */
+    size_t *ranges, nranges;     /* what this rank updates */
+    size_t *pieces;              /* its slot's piece of every bucket (nb ranges) */
+    int gathered, waited;        /* buckets whose parameters are gathered, and waited for */
 };
+
+/* The forward pass is about to read the parameters below hi: the compute stream waits for the
+ * gathers of the buckets that hold them (and of those below), not for the others. An error
+ * leaves the backend failed, which the forward pass reports. */
+static void on_need(void *ctx, size_t hi)
+{
+    tupe_gradsync *g = ctx;
+    tupe_err e;
+    while (g->waited < g->gathered && g->cut[g->waited] < hi)
+        if (tupe_comm_dev_after(g->c, g->be, g->waited++, &e))
+            g->waited = g->gathered;
+}
 
 size_t tupe_gradsync_flat_multiple(int world)
 {
@@ -123,19 +136,20 @@ int tupe_gradsync_create(tupe_gradsync **out, tupe_model *m, tupe_comm *c,
         free(desc);
         free(cuts);
     }
-    /* this rank's pieces, and the runs' sums */
+    /* this rank's pieces: what it sums (of the norm too) and, under ZeRO-1, updates */
     g->ranges = malloc((size_t)(g->nb ? g->nb : 1) * 2 * sizeof *g->ranges);
-    g->parts = calloc(g->flat / TUPE_GRADSYNC_RUN + 1, sizeof *g->parts);
-    if (!rc && (!g->ranges || !g->parts))
+    g->pieces = malloc((size_t)(g->nb ? g->nb : 1) * 2 * sizeof *g->pieces);
+    if (!rc && (!g->ranges || !g->pieces))
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
     if (!rc) {
+        for (int j = 0; j < g->nb; j++) {
+            size_t piece = (g->cut[j + 1] - g->cut[j]) / (size_t)g->world;
+            g->pieces[2 * j] = g->cut[j] + (size_t)g->me * piece;
+            g->pieces[2 * j + 1] = g->cut[j] + (size_t)(g->me + 1) * piece;
+        }
         if (g->zero) {
-            for (int j = 0; j < g->nb; j++) {
-                size_t piece = (g->cut[j + 1] - g->cut[j]) / (size_t)g->world;
-                g->ranges[2 * g->nranges] = g->cut[j] + (size_t)g->me * piece;
-                g->ranges[2 * g->nranges + 1] = g->cut[j] + (size_t)(g->me + 1) * piece;
-                g->nranges++;
-            }
+            memcpy(g->ranges, g->pieces, (size_t)g->nb * 2 * sizeof *g->ranges);
+            g->nranges = (size_t)g->nb;
         } else {
             g->ranges[0] = 0;
             g->ranges[1] = g->flat;
@@ -146,6 +160,8 @@ int tupe_gradsync_create(tupe_gradsync **out, tupe_model *m, tupe_comm *c,
         tupe_gradsync_free(g);
         return rc;
     }
+    if (g->zero)
+        tupe_model_on_params_need(m, on_need, g);
     *out = g;
     return 0;
 }
@@ -155,8 +171,10 @@ void tupe_gradsync_free(tupe_gradsync *g)
     if (!g)
         return;
     if (g->m) {
+        on_need(g, g->flat); /* the memory the gathers write is freed after */
         tupe_model_grad_target(g->m, NULL);
         tupe_model_on_grad_ready(g->m, NULL, NULL);
+        tupe_model_on_params_need(g->m, NULL, NULL);
     }
     for (int d = 1; g->slot && d < g->depth; d++)
         if (g->slot[d])
@@ -165,7 +183,7 @@ void tupe_gradsync_free(tupe_gradsync *g)
     free(g->plan);
     free(g->cut);
     free(g->ranges);
-    free(g->parts);
+    free(g->pieces);
     free(g);
 }
 
@@ -239,34 +257,22 @@ int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e)
     return 0;
 }
 
-int tupe_gradsync_finish(tupe_gradsync *g, double *norm, tupe_err *e)
+int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *norm, tupe_err *e)
 {
     tupe_backend *be = g->be;
     int rc = 0;
+    /* the last step's gathers, where no forward pass waited for them (no micro-batch of this
+     * rank had anything to learn from): before this rank's update changes its pieces */
+    on_need(g, g->flat);
     while (!rc && g->next > 0) /* the buckets no grad-ready call sent (a skipped micro-batch) */
         rc = send_bucket(g, --g->next, e);
     if (rc || (rc = tupe_comm_dev_join(g->c, be, e)))
         return rc;
-    size_t nparts = g->flat / TUPE_GRADSYNC_RUN;
-    tupe_dev *grads = tupe_model_grads(g->m);
-    if (!g->zero) {
-        be->sumsq_parts(be, grads, g->flat, TUPE_GRADSYNC_RUN, g->parts);
-    } else {
-        memset(g->parts, 0, nparts * sizeof *g->parts);
-        for (size_t r = 0; r < g->nranges; r++) {
-            size_t lo = g->ranges[2 * r], n = g->ranges[2 * r + 1] - lo;
-            be->sumsq_parts(be, tupe_dev_at(be, grads, lo), n, TUPE_GRADSYNC_RUN,
-                            g->parts + lo / TUPE_GRADSYNC_RUN);
-        }
-        /* every run's sum comes from one rank, zeros from the others: exact */
-        if ((rc = tupe_comm_allreduce_f64(g->c, g->parts, nparts, e)))
-            return rc;
-    }
-    if (be->check && (rc = be->check(be, e)))
-        return rc;
+    /* every rank its pieces, sharded or not: each run's sum from one rank, exact */
     double s = 0;
-    for (size_t i = 0; i < nparts; i++)
-        s += g->parts[i];
+    if ((rc = tupe_comm_dev_sums(g->c, be, tupe_model_grads(g->m), g->pieces, (size_t)g->nb,
+                                 g->flat, TUPE_GRADSYNC_RUN, vals, nvals, &s, e)))
+        return rc;
     *norm = sqrt(s);
     return 0;
 }
@@ -275,13 +281,19 @@ int tupe_gradsync_share(tupe_gradsync *g, tupe_err *e)
 {
     if (!g->zero)
         return 0;
+    /* from the embeddings up, in the order the next forward pass needs them, each bucket
+     * marked; that pass waits for each as it comes to it (on_need) */
     tupe_backend *be = g->be;
     tupe_dev *p = tupe_model_params(g->m);
     int rc = 0;
-    for (int j = g->nb - 1; j >= 0 && !rc; j--)
+    g->gathered = g->waited = 0;
+    for (int j = 0; j < g->nb && !rc; j++) {
         rc = tupe_comm_dev_gather(g->c, be, tupe_dev_at(be, p, g->cut[j]),
                                   (g->cut[j + 1] - g->cut[j]) / (size_t)g->world, 0, e);
-    return rc ? rc : tupe_comm_dev_join(g->c, be, e);
+        if (!rc && !(rc = tupe_comm_dev_mark(g->c, be, j, e)))
+            g->gathered = j + 1;
+    }
+    return rc;
 }
 
 int tupe_gradsync_gather_state(tupe_gradsync *g, tupe_adamw *o, float **moments, tupe_err *e)
@@ -317,4 +329,10 @@ int tupe_gradsync_gather_state(tupe_gradsync *g, tupe_adamw *o, float **moments,
     }
     free(h);
     return rc;
+}
+
+int tupe_gradsync_join(tupe_gradsync *g, tupe_err *e)
+{
+    on_need(g, g->flat);
+    return g->be->check ? g->be->check(g->be, e) : 0;
 }

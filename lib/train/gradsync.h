@@ -23,10 +23,14 @@
  * micro-batch of a step communicates. Every rank ends with its piece (1/W of each bucket, that
  * of its slot) of the summed gradient; without sharding, the pieces are then gathered, so that every rank
  * updates everything alike; with ZeRO-1, each rank updates the parameters, fp32 master and
- * moments of its pieces only, and the parameters are gathered after the update.
+ * moments of its pieces only, and the parameters are gathered after the update, bucket by
+ * bucket from the embeddings up, while the next forward pass runs: each of its layers waits
+ * for the gathers of its own parameters only (model.h's params-need calls).
  *
- * Norm. The squares are summed per run of TUPE_GRADSYNC_RUN elements (backend sumsq_parts),
- * the runs' sums added in order: the same on one rank or many, sharded or not. */
+ * Norm. The squares are summed per run of TUPE_GRADSYNC_RUN elements, each rank those of its
+ * pieces, the runs' sums added by tupe_tree_sum_d's tree (tupe_comm_dev_sums): the same on one
+ * rank or many, sharded or not; on GPUs the device sums them, combined by NCCL with the
+ * step's losses, and the host reads the norm and the losses at once. */
 #ifndef TUPE_GRADSYNC_H
 #define TUPE_GRADSYNC_H
 
@@ -63,13 +67,18 @@ int tupe_gradsync_buckets(const tupe_gradsync *g);
 /* A step: for i = 0 .. micro-1, the micro-batch numbered tupe_gradsync_order(g, i) of this
  * rank: tupe_gradsync_begin, its backward pass (or none, when it has nothing to learn from:
  * its gradient is zero), tupe_gradsync_end. Then tupe_gradsync_finish: the summed gradient
- * (this rank's pieces of it under ZeRO-1) is in tupe_model_grads, and *norm its norm; then
- * the optimizer; then tupe_gradsync_share. */
+ * (this rank's pieces of it under ZeRO-1) is in tupe_model_grads, *norm its norm, and the nvals
+ * values of vals (each given by one rank, zeros on the others: the micro-batches' losses) their
+ * sums over the ranks; then the optimizer; then tupe_gradsync_share. */
 int tupe_gradsync_order(const tupe_gradsync *g, int i);
 int tupe_gradsync_begin(tupe_gradsync *g, int i, tupe_err *e);
 int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e);
-int tupe_gradsync_finish(tupe_gradsync *g, double *norm, tupe_err *e);
+int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *norm, tupe_err *e);
+/* Queues the gathers (ZeRO-1); they are waited for by the forward passes that need them, by
+ * the next tupe_gradsync_finish, and by tupe_gradsync_gather_state. Anything else that reads
+ * the parameters first calls tupe_gradsync_join. */
 int tupe_gradsync_share(tupe_gradsync *g, tupe_err *e);
+int tupe_gradsync_join(tupe_gradsync *g, tupe_err *e);
 
 /* Under ZeRO-1, before a checkpoint: the fp32 master weights made whole on every rank, and
  * *moments (malloc'd: exp_avg then exp_avg_sq, the layout's total floats each) the whole

@@ -68,6 +68,7 @@ typedef struct run {
     tupe_config cfg;
     const tupe_shard_meta *meta;
     uint32_t seq_len;
+    uint32_t crop;               /* evaluation: the first `crop` tokens of every sequence (0: all) */
     int mb;                      /* sequences per forward pass */
     tupe_mask_cfg mask;
     int32_t *rand_ids;
@@ -147,6 +148,8 @@ static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64
         int32_t *row = r->ids + (size_t)i * r->seq_len;
         for (uint32_t t = 0; t < r->seq_len; t++)
             row[t] = (int32_t)r->seq[t];
+        if (r->crop && len > r->crop)
+            len = r->crop;
         r->lengths[i] = (int32_t)len;
         r->mcount[i] = tupe_mask_sample(&r->mask, epoch, index, row, (int)len,
                                         r->mpos + (size_t)i * r->seq_len,
@@ -202,9 +205,42 @@ static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_er
 }
 
 /* Mean loss and accuracy on the validation split with the fixed evaluation masks. */
+/* Add the cross-entropy of every masked position of the last forward pass to its bucket of
+ * w positions (sums[2k] loss, sums[2k+1] count), from the logits (in double). */
+static int bucket_losses(run *r, const tupe_batch *b, int w, double *sums, tupe_err *e)
+{
+    int V = r->cfg.vocab_size;
+    size_t n = (size_t)b->M * V;
+    float *lg = malloc(n * sizeof *lg);
+    if (!lg)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    int rc = tupe_model_probe(r->m, TUPE_PROBE_LOGITS, 0, lg, n, e);
+    for (int k = 0; !rc && k < b->M; k++) {
+        const float *x = lg + (size_t)k * V;
+        double mx = x[0], s = 0;
+        for (int v = 1; v < V; v++)
+            mx = x[v] > mx ? x[v] : mx;
+        for (int v = 0; v < V; v++)
+            s += exp(x[v] - mx);
+        int bk = (b->mask_pos[k] % b->T) / w;
+        sums[2 * bk] += mx + log(s) - x[b->mask_label[k]];
+        sums[2 * bk + 1] += 1;
+    }
+    free(lg);
+    return rc;
+}
+
 static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 {
+    int w = r->o->eval_bucket, T = (int)(r->crop ? r->crop : r->seq_len);
+    int nb = w > 0 ? (T + w - 1) / w : 0;
+    if (nb > TUPE_EVAL_MAX_BUCKETS)
+        return tupe_fail(e, TUPE_EUSAGE, "%d buckets of %d positions: at most %d", nb, w,
+                         TUPE_EVAL_MAX_BUCKETS);
+    double bsums[2 * TUPE_EVAL_MAX_BUCKETS] = {0};
     memset(res, 0, sizeof *res);
+    res->seq_len = T;
+    res->nbuckets = nb;
     if (r->meta->split[TUPE_SPLIT_VALID].sequences == 0)
         return 0;
     tupe_shardr *rd;
@@ -240,14 +276,23 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             sums[0] += out.loss_sum;
             sums[1] += (double)out.correct;
             sums[2] += (double)out.count;
+            if (nb && (rc = bucket_losses(r, &b, w, bsums, e))) {
+                tupe_shardr_close(rd);
+                return rc;
+            }
         }
         seqs += (uint64_t)got;
         done += got;
     }
     tupe_shardr_close(rd);
     if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 3, e)) ||
-        (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)))
+        (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)) ||
+        (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))))
         return rc;
+    for (int k = 0; k < nb; k++) {
+        res->bucket_masked[k] = (int64_t)bsums[2 * k + 1];
+        res->bucket_loss[k] = bsums[2 * k + 1] > 0 ? bsums[2 * k] / bsums[2 * k + 1] : NAN;
+    }
     res->masked = (int64_t)sums[2];
     res->sequences = (int64_t)seqs;
     res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
@@ -327,9 +372,12 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
     if ((uint32_t)r->cfg.vocab_size != r->meta->vocab_size)
         return tupe_fail(e, TUPE_EDATA, "%s: the shards use a vocabulary of %u tokens, the model %d",
                          o->data, r->meta->vocab_size, r->cfg.vocab_size);
-    if (r->seq_len > (uint32_t)r->cfg.max_position)
+    uint32_t len = r->crop ? r->crop : r->seq_len;
+    if (len > (uint32_t)r->cfg.max_position && tupe_cfg_pos_table(&r->cfg))
         return tupe_fail(e, TUPE_EDATA, "%s: sequences of %u tokens, longer than the model's "
-                         "max_position_embeddings (%d)", o->data, r->seq_len, r->cfg.max_position);
+                         "max_position_embeddings (%d): a %s model's learned position table has "
+                         "no rows past it", o->data, len, r->cfg.max_position,
+                         tupe_position_name(r->cfg.position));
     return tupe_config_check(&r->cfg, 1, e);
 }
 
@@ -358,10 +406,11 @@ static int create_model(run *r, tupe_backend *be, tupe_err *e)
 {
     /* floor(prob * len + u) positions at most per sequence: the logits buffer (masked x
      * vocabulary) is sized by this bound, not by every position. */
-    int per_seq = (int)floor(r->o->mask_prob * r->seq_len) + 1;
-    if (per_seq > (int)r->seq_len)
-        per_seq = (int)r->seq_len;
-    tupe_capacity cap = {r->mb, (int)r->seq_len, r->mb * per_seq};
+    int T = (int)(r->crop ? r->crop : r->seq_len);
+    int per_seq = (int)floor(r->o->mask_prob * T) + 1;
+    if (per_seq > T)
+        per_seq = T;
+    tupe_capacity cap = {r->mb, T, r->mb * per_seq};
     return tupe_model_create_padded(&r->m, &r->cfg, be, &cap, tupe_gradsync_flat_multiple(r->world), e);
 }
 
@@ -910,9 +959,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
      * dead ranks) */
     tupe_fault_point("trainer.step");
-    /* the micro-batches' losses: each from one rank, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, norm, e)) ||
-        (rc = tupe_comm_allreduce_f64(r->comm, t->mloss, (size_t)n, e)))
+    /* the micro-batches' losses: each from one rank, summed over the ranks with the norm, then
+     * added by the gradient's tree */
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, (size_t)n, norm, e)))
         return rc;
     double loss_sum = tupe_tree_sum_d(t->mloss, n);
     *loss = counts[0] ? loss_sum / (double)counts[0] : 0;
@@ -1119,11 +1168,18 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         return rc;
     r.meta = tupe_shardr_meta(rd);
     r.seq_len = r.meta->seq_len;
-    if (r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
+    if (o->eval_seq_len > 0 && (uint32_t)o->eval_seq_len > r.seq_len)
+        rc = tupe_fail(e, TUPE_EUSAGE, "--seq-len %d: the sequences of %s have %u tokens (make "
+                       "longer ones with tupe-shard --seq-len)", o->eval_seq_len, data, r.seq_len);
+    else if (o->eval_seq_len > 0)
+        r.crop = (uint32_t)o->eval_seq_len;
+    if (!rc && r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
         rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
                        "--valid-fraction)", data);
     if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
-        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e))) {
+        !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e)) &&
+        !(rc = o->rope_scaling ? tupe_model_rope_scaling(r.m, o->rope_scaling, o->rope_factor, e)
+                               : 0)) {
         char *js = NULL;
         if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
             !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&

@@ -71,6 +71,11 @@ typedef struct tupe_pretrain_opts {
     int zero;                    /* shard the optimizer over the ranks (ZeRO-1; 1) or not (0) */
     double bucket_mb;            /* MiB of gradients sent at a time (train/gradsync.h; 25) */
     int grad_reduce;             /* TUPE_REDUCE_TREE (fixed order; default) or _NCCL (train/comm.h) */
+    /* tupe_eval_checkpoint only: */
+    int eval_seq_len;            /* the first N tokens of every validation sequence (0: all) */
+    int eval_bucket;             /* loss per bucket of this many positions (0: none) */
+    int rope_scaling;            /* RoPE's angles (model/posenc.h enum tupe_rope_scaling) */
+    double rope_factor;          /* and their factor (>= 1) */
 } tupe_pretrain_opts;
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */
@@ -92,10 +97,18 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
                    volatile sig_atomic_t *stop, tupe_pretrain_result *result, tupe_err *e);
 
 /* Validation loss of a checkpoint on a shard directory's validation split, with the fixed
- * evaluation masks: comparable across checkpoints and variants. */
+ * evaluation masks: comparable across checkpoints and variants. With eval_seq_len, on the
+ * first N tokens of every sequence (masks drawn on those): past the trained length for
+ * RoPE, ALiBi and NoPE, refused for a learned position table (it has no rows there); with
+ * eval_bucket, the loss of every bucket of positions too. */
+#define TUPE_EVAL_MAX_BUCKETS 256
 typedef struct tupe_eval_result {
     double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens */
     int64_t masked, sequences;
+    int seq_len;                 /* the positions evaluated (0..seq_len-1) */
+    int nbuckets;                /* with eval_bucket: positions [k w, (k+1) w) */
+    double bucket_loss[TUPE_EVAL_MAX_BUCKETS];   /* mean cross-entropy, NAN where none masked */
+    int64_t bucket_masked[TUPE_EVAL_MAX_BUCKETS];
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);

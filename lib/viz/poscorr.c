@@ -60,6 +60,15 @@ static int relative(tupe_inspect *in, int n, float *out, tupe_err *e)
 {
     const tupe_config *c = &in->cfg;
     int H = c->num_heads;
+    if (tupe_cfg_terms(c) & TUPE_PE_LINEAR_BIAS) {
+        double m[1024]; /* num_attention_heads <= 1024 (config.c) */
+        tupe_alibi_slopes(H, m);
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++)
+                    out[((size_t)h * n + i) * n + j] = (float)(0.0 - m[h] * abs(i - j));
+        return 0;
+    }
     double *rel = NULL;
     int rc = tupe_inspect_tensor(in, "position.relative_bias.weight", &rel, NULL, e);
     if (rc)

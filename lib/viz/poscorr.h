@@ -12,8 +12,10 @@
  *          = token k); its word-position terms depend on the input and are not here.
  *   rel    TUPE-R, BERT-R: R_h[i,j] = rel_bias[bucket(i,j), h] with the model's bucket table
  *          (TUPE-R with the [CLS] reset: bucket 32 in column 0, then 16 in row 0).
+ *          ALiBi: its fixed linear bias R_h[i,j] = -m_h |i - j| (posenc.h's slopes).
  *   bias   abs + rel: the whole additive term (the model's TUPE_PROBE_POS_BIAS).
- * BERT-A has none: its positions are added to the word embeddings before layer 1. */
+ * BERT-A has none: its positions are added to the word embeddings before layer 1; nor have
+ * RoPE, whose rotation acts on the content's queries and keys, and NoPE. */
 #ifndef TUPE_POSCORR_H
 #define TUPE_POSCORR_H
 
@@ -32,7 +34,10 @@ typedef struct tupe_poscorr {
 
 /* Whether a variant has each term. */
 static inline int tupe_poscorr_has_abs(const tupe_config *c) { return tupe_cfg_pos_proj(c); }
-static inline int tupe_poscorr_has_rel(const tupe_config *c) { return tupe_cfg_rel(c); }
+static inline int tupe_poscorr_has_rel(const tupe_config *c)
+{
+    return (tupe_cfg_terms(c) & (TUPE_PE_REL_BUCKET | TUPE_PE_LINEAR_BIAS)) != 0;
+}
 
 /* The terms for positions 0..n-1 (1 <= n <= max_position_embeddings). BERT-A: TUPE_EUSAGE. */
 int tupe_poscorr_compute(tupe_inspect *in, int n, tupe_poscorr *pc, tupe_err *e);

@@ -54,9 +54,15 @@ G=$TUPE_SRC/tests/gpu/run.sh
 run bash -n $G
 check "tests/gpu/run.sh parses" [ $rc = 0 ]
 run $G --project 300 50 0.5
-[ $rc = 0 ] && has $T/out "projection: 1e+06 steps on 16 GPUs: compute 300.0 ms + communication 8.2 ms (412 MB per rank per step at 50 GB/s bus bandwidth), 50% of it hidden = 304.1 ms/step, 3.5 days"
+[ $rc = 0 ] && has $T/out "projection: 1e+06 steps on 16 GPUs: compute 300.0 ms + communication 4.4 ms (412 MB per rank per step, 0.533 of a ring's across nodes, at 50 GB/s bus bandwidth), 50% of it hidden = 302.2 ms/step, 3.5 days"
 verdict "tests/gpu/run.sh --project: the 16-GPU projection from a step time, a bus bandwidth and a hidden share"
+run $G --project 300 50 0.5 16 110e6 2 1e6 1
+[ $rc = 0 ] && has $T/out "compute 300.0 ms + communication 8.2 ms (412 MB per rank per step, 1.000 of a ring's across nodes, at 50 GB/s bus bandwidth), 50% of it hidden = 304.1 ms/step"
+verdict "tests/gpu/run.sh --project with a ring's bytes across nodes (--grad-reduce nccl)"
 run $TUPE_BUILD/tests/tupe-commtest gpu-bench
 [ $rc != 0 ] && [ -s $T/err ]
 verdict "tupe-commtest gpu-bench without GPUs: an error, not a measure"
+run $TUPE_BUILD/tests/tupe-commtest gpu-path 1
+[ $rc != 0 ] && [ -s $T/err ]
+verdict "tupe-commtest gpu-path without GPUs: an error"
 exit $_failed

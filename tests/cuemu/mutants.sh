@@ -28,6 +28,9 @@ MUTANTS=(
     'transpose-legacy-gemm|the cuBLAS fallback passes the transposes of A and B the wrong way round|s{cublasGemmStridedBatchedEx\(pr->blas, tb \? CUBLAS_OP_T : CUBLAS_OP_N,\n(\s*)ta \? CUBLAS_OP_T : CUBLAS_OP_N}{cublasGemmStridedBatchedEx(pr->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N,\n$1tb ? CUBLAS_OP_T : CUBLAS_OP_N}'
     'transpose-attention|the attention scores as Q^T K instead of Q K^T|s{lt_gemm\(pr, 0, 1, T_, T_, dh, \(float\)alpha, Q \+ }{lt_gemm(pr, 1, 0, T_, T_, dh, (float)alpha, Q + }'
     'bucket-bias|the relative bias reads the bucket of (i, j + 1) for (i, j)|s{rel, \(size_t\)buckets\[\(size_t\)i \* ldb \+ j\]}{rel, (size_t)buckets[(size_t)i * ldb + j + 1]}'
+    'ln-backward-first-block|the one-kernel LayerNorm backward: the first block to finish, not the last, sums the blocks'"'"' dgamma and dbeta partials (some not written yet)|s{last = atomicAdd\(count, 1u\) == gridDim\.x - 1;}{last = atomicAdd(count, 1u) == 0;}'
+    'ln-backward-count-kept|the one-kernel LayerNorm backward leaves its count of finished blocks as it is (the next launch finds no last block)|s{\n\s*if \(threadIdx\.x == 0\)\n\s*\*count = 0;}{}'
+    'bias-epilogue-twice|a linear layer adds its bias in the cuBLASLt epilogue and again in k_bias_act|s{\n(\s*)b = NULL;\n(\s*T \*av)}{\n$1(void)b;\n$2}'
     'bucket-gradient|the relative-table gradient sorts (i, j) under bucket + 1|s{keys\[x\] = \(unsigned\)buckets\[\(size_t\)i \* ldb \+ j\];}{keys[x] = (unsigned)(buckets[(size_t)i * ldb + j] + 1);}'
 )
 

@@ -16,6 +16,8 @@
 #   step-small-DEV      a training step of every variant (bert-a, bert-r, bert-ad, tupe-a,
 #                       tupe-a --tie-cls, tupe-r) of small, batch 4, T = 77
 #   step-t512-DEV       the same of tiny, batch 2, T = 512
+#   step-pe-DEV         a training step of the later encodings (rope interleaved and half-split,
+#                       alibi, nope) of small, batch 4, T = 77
 #   curve-DEV           10 AdamW steps of tiny from the same seed: the loss curves
 #   counters            what the emulated GPU counts in a training step of small (cuda-bf16,
 #                       T = 128, batch 4, BERT-A and TUPE-R): launches (per layer too), host
@@ -29,7 +31,8 @@
 #   nccl                cuemu's NCCL (cuemu-nccltest), 2 to 4 processes, its topology and counts
 #   ranks, ranks-faults data parallelism on 2 and 4 emulated GPUs (below)
 #   volume              the bytes each rank sends per step inside its node and across nodes,
-#                       4 ranks as 2 nodes x 2, against a ring's volume
+#                       4 ranks as 2 nodes x 2, against a ring's volume; and the gradients'
+#                       path alone at 2 nodes x 8 (16 ranks)
 #   asan-*              selftest, ops and steps (tiny, T = 40) in the ASan+UBSan build
 #
 # A part passes when its commands succeed, every comparison passes, and the emulator reported
@@ -80,11 +83,13 @@ if [ "${CUEMU_KEEP:-0}" = 1 ]; then echo "# the parts' files are kept in $logs";
 
 # ---- the parts (each prints what it compares; its exit status says whether it passed) -----
 
-steps() { # PARITY DEV MODEL BATCH SEQ
-    local rc=0 v
-    for v in bert-a bert-r bert-ad tupe-a "tupe-a --tie-cls" tupe-r; do
+steps() { # PARITY DEV MODEL BATCH SEQ [VARIANT...]
+    local rc=0 v p=$1 dev=$2 model=$3 b=$4 t=$5
+    shift 5
+    [ $# -gt 0 ] || set -- bert-a bert-r bert-ad tupe-a "tupe-a --tie-cls" tupe-r
+    for v in "$@"; do
         # shellcheck disable=SC2086
-        "$1" step --ref cpu --dev "$2" --model "$3" --position $v --batch "$4" --seq "$5" || rc=1
+        "$p" step --ref cpu --dev "$dev" --model "$model" --position $v --batch "$b" --seq "$t" || rc=1
     done
     return $rc
 }
@@ -264,6 +269,13 @@ part_ranks() {
         same_weights "$d/one4b" "$d/bf2" "2 ranks in bf16" || rc=1
     for_ranks 2 "$d/host2" "${tcp[@]}" TUPE_NCCL=0 -- --device cuda && same_weights "$d/one4" "$d/host2" "2 ranks, TUPE_NCCL=0 (host copies)" host || rc=1
     for_ranks 2 "$d/lazy2" "${tcp[@]}" CUEMU_STREAMS=lazy -- --device cuda && same_weights "$d/one4" "$d/lazy2" "2 ranks, streams run only when waited for (CUEMU_STREAMS=lazy)" || rc=1
+    # the overlaps (the gradients' buckets behind the backward pass, the parameters' gathers
+    # behind the next forward pass, layer by layer): NCCL's work started late, so that the
+    # compute stream runs ahead wherever it does not wait; and streams run only when waited for
+    for_ranks 4 "$d/n22d" "${file[@]}" HOSTS=a,a,b,b CUEMU_NCCL_DELAY_MS=20 -- --device cuda &&
+        same_weights "$d/one2" "$d/n22d" "4 ranks as 2 nodes x 2, NCCL's work 20 ms late" || rc=1
+    for_ranks 4 "$d/n22l" "${file[@]}" HOSTS=a,b,a,b CUEMU_NCCL_DELAY_MS=5 CUEMU_STREAMS=lazy -- --device cuda &&
+        same_weights "$d/one2" "$d/n22l" "4 ranks as 2 nodes x 2, NCCL 5 ms late, lazy streams" || rc=1
     # tests/gpu/run.sh's measure of NCCL's bandwidth runs (its numbers mean nothing here)
     local r pids=()
     for r in 0 1; do
@@ -293,8 +305,9 @@ part_ranks() {
 
 # The bytes each rank sends per step inside its node and across nodes, as cuemu's NCCL counts
 # them (CUEMU_NCCL_BYTES): 4 ranks as 2 nodes x 2, the difference between runs of 4 and 2
-# steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G per
-# rank in all, and 2 (W-1)/W of the node's G over its L links across nodes.
+# steps (the start and the end cancel), against a ring's: 2 (W-1)/W of the gradients G (and
+# the step's scalars S) per rank in all, and 2 (W-1)/W of the node's over its L links across
+# nodes.
 volume() { # NAME LIMIT VAR=VALUE... -- ARGS...: prints a line per rank and DETAIL; 1 when the
     # total is not the ring's or a rank sends more than LIMIT times the ring's share across nodes
     local name=$1 limit=$2 d=$logs/volume s n=4 L=2
@@ -310,12 +323,14 @@ volume() { # NAME LIMIT VAR=VALUE... -- ARGS...: prints a line per rank and DETA
     local G
     G=$(sed -n 's/.*buckets (\([0-9]*\) reals).*/\1/p' "$d/$name.4.log" | head -1)
     [ -n "$G" ] || { echo "$name: no gradient size in the log"; return 1; }
-    awk -v name="$name" -v G=$((G * 4)) -v W=$n -v L=$L -v limit="$limit" '
+    # S: the step's scalars, one all-reduce of doubles: the norm's runs' sums (one per 4096
+    # reals) and the 4 micro-batches' losses
+    awk -v name="$name" -v G=$((G * 4)) -v S=$(((G / 4096 + 4) * 8)) -v W=$n -v L=$L -v limit="$limit" '
         FNR == 1 { f++ }
         { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
           r = v["rank"]; intra[f, r] = v["intra"]; inter[f, r] = v["inter"]; nodes = v["nodes"] }
         END {
-            ring = 2 * (W - 1) / W * G; across = ring / L; bad = 0; worst = 0; lo = 1e9; hi = 0
+            ring = 2 * (W - 1) / W * (G + S); across = ring / L; bad = 0; worst = 0; lo = 1e9; hi = 0
             for (r = 0; r < W; r++) {
                 a = (intra[2, r] - intra[1, r]) / 2; x = (inter[2, r] - inter[1, r]) / 2; t = (a + x) / ring
                 printf "%s: rank %d: %.0f bytes per step inside its node, %.0f across (%.3f of the ring'"'"'s total, %.3f of its share across)\n", name, r, a, x, t, x / across
@@ -341,7 +356,35 @@ part_volume() {
     volume tree-zero0 1.1 "${tcp[@]}" -- --zero 0 || rc=1
     # NCCL's own (cuemu's counts: rings): the ring's share exactly
     volume nccl 1.001 "${tcp[@]}" -- --grad-reduce nccl || rc=1
+    path16 || rc=1
     return $rc
+}
+
+# The gradients' path alone (tupe-commtest gpu-path: the fixed-order reduce and gather of
+# 1 MiB) at the paper's 2 nodes x 8, 16 ranks: the bytes of each rank inside its node and
+# across, against the ring's (tests/gpu/run.sh and README's projection take the share across).
+path16() {
+    local d=$logs/volume r pids=() rc=0 h G=1048576 W=16 L=8
+    rm -f "$d/path16.bytes"
+    for ((r = 0; r < W; r++)); do
+        h=node-a
+        [ $r -ge $L ] && h=node-b
+        env NCCL_HOSTID=$h TUPE_RENDEZVOUS_FILE="$d/rdzv16" TUPE_COMM_TIMEOUT=120 CUEMU_DEVICES=$W \
+            CUEMU_NCCL_BYTES="$d/path16.bytes" WORLD_SIZE=$W RANK=$r LOCAL_RANK=$r \
+            "$CB/tests/tupe-commtest" gpu-path 1 >/dev/null 2>"$d/path16.$r.log" &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    grep -h -E '^cuemu: |tupe-commtest: ' "$d"/path16.*.log
+    [ $rc = 0 ] || { echo "path16: a rank failed"; return 1; }
+    awk -v G=$G -v W=$W -v L=$L '
+        { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          n++; t = (v["intra"] + v["inter"]) / (2 * (W - 1) / W * G); x = v["inter"] / (2 * (W - 1) / W * G / L)
+          if (n == 1 || t < lo) lo = t; if (t > hi) hi = t; if (x > worst) worst = x }
+        END {
+            printf "DETAIL the gradients'"'"' path at 2 nodes x 8 (16 ranks, 1 MiB): %.3f to %.3f of a ring'"'"'s 2(W-1)/W G in all, across nodes %.3f of its share (2 (N-1)/N G/L over 2 (W-1)/W G/L: 0.533)\n", lo, hi, worst
+            exit !(n == W && lo >= 0.999 && hi <= 1.001 && worst <= 0.534)
+        }' "$d/path16.bytes" || { echo "path16: not the expected volume"; cat "$d/path16.bytes"; return 1; }
 }
 
 part_ranks_faults() {
@@ -413,6 +456,12 @@ part_counters() {
             echo "$line" | grep -Eq "\"$k\":[1-9][0-9]*[,}]" ||
                 { echo "counters ($v): no positive \"$k\" in $line"; rc=1; }
         done
+        # P1 of issue 28: at most one Philox call per 8 dropout decisions
+        local calls dec
+        calls=$(echo "$line" | grep -o '"philox_calls":[0-9]*' | cut -d: -f2)
+        dec=$(echo "$line" | grep -o '"dropout_decisions":[0-9]*' | cut -d: -f2)
+        [ -n "$calls" ] && [ -n "$dec" ] && [ $((calls * 8)) -le "$dec" ] ||
+            { echo "counters ($v): $calls Philox calls for $dec dropout decisions (at most 1 per 8)"; rc=1; }
         echo "DETAIL $line"
     done
     "$X" bench --dev cuda-bf16 --model tiny --position tupe-r --seq 64 --batch 2 --steps 1 --per-op \
@@ -468,6 +517,7 @@ for dev in cuda cuda-bf16; do
         "limits-$dev|launch limits|\$X ops --ref cpu --dev $dev --only limits"
         "step-small-$dev|6 variants, small, B=4, T=77|steps \$X $dev small 4 77"
         "step-t512-$dev|6 variants, tiny, B=2, T=512|steps \$X $dev tiny 2 512"
+        "step-pe-$dev|rope, rope half, alibi, nope, small, B=4, T=77|steps \$X $dev small 4 77 rope 'rope --rope-half' alibi nope"
         "curve-$dev|10 steps of tiny|\$X curve --ref cpu --dev $dev --model tiny --steps 10 --batch 4 --seq 64"
     )
 done
@@ -503,7 +553,7 @@ run_part() { # INDEX
     (
         export log X CB SB
         export -f steps gemm_path ops_on prepare reldiff part_pretrain part_glue part_guard part_counters \
-            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume part_volume \
+            ranks_setup for_ranks same_weights part_ranks part_ranks_faults volume path16 part_volume \
             part_time_limit
         export logs TUPE_SRC
         # timeout runs it in a process group of its own and signals the whole group: the limit

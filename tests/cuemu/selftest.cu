@@ -205,6 +205,30 @@ __global__ void k_add(float *x, float s, int n)
         x[i] += s;
 }
 
+/* The last block to finish (by an integer count) writes the sum of every block's value, in
+ * block order, and sets the count back to 0. */
+__global__ void k_last_block_sum(float *out, float *part, unsigned *count, int reps)
+{
+    __shared__ unsigned last;
+    for (int r = 0; r < reps; r++) /* some blocks take longer than others */
+        __syncthreads();
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = (float)(blockIdx.x * 3 + 1);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(count, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last || threadIdx.x != 0)
+        return;
+    __threadfence();
+    float t = 0;
+    for (unsigned c = 0; c < gridDim.x; c++)
+        t += part[c];
+    out[0] = t;
+    *count = 0;
+}
+
 /* ---- correct cases -------------------------------------------------------------------------- */
 
 static void case_block_sums(void)
@@ -229,6 +253,30 @@ static void case_block_sums(void)
     }
     dfree(din);
     dfree(dout);
+}
+
+/* Integer atomics: a grid's last block sums every block's value (twice: the count is back to
+ * 0 after the first launch). */
+static void case_atomics(void)
+{
+    int nb = 37;
+    float *out, *part;
+    unsigned *count;
+    dmalloc(&out, sizeof(float));
+    dmalloc(&part, nb * sizeof(float));
+    dmalloc(&count, sizeof(unsigned));
+    OK(cudaMemset(count, 0, sizeof(unsigned)));
+    for (int rep = 0; rep < 2; rep++) {
+        k_last_block_sum<<<nb, 64>>>(out, part, count, 3 * rep);
+        OK(cudaGetLastError());
+        std::vector<float> o = host(out, 1);
+        std::vector<unsigned> c = host(count, 1);
+        CHECK(o[0] == (float)(3 * nb * (nb - 1) / 2 + nb));
+        CHECK(c[0] == 0);
+    }
+    dfree(out);
+    dfree(part);
+    dfree(count);
 }
 
 static void case_shuffles(void)
@@ -507,6 +555,85 @@ static void case_blas(void)
     CHECK(cublasLtDestroy(lt) == 0);
 }
 
+/* The epilogues BIAS (a bias per row of D, added before the one rounding) and BGRADB (the sums
+ * of op(B) over k, one per column of D, overwritten), in fp32 and bf16, both transposes of B:
+ * exact values (grid values, so every sum is exact). */
+static void case_blas_epilogue(void)
+{
+    cublasLtHandle_t lt;
+    CHECK(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
+    int m = 11, n = 6, k = 9;
+    for (int tb = 0; tb < 2; tb++)
+        for (int bf = 0; bf < 2; bf++)
+            for (int ep : {(int)CUBLASLT_EPILOGUE_BIAS, (int)CUBLASLT_EPILOGUE_BGRADB}) {
+                int br = tb ? n : k, bc = tb ? k : n, lda = m + 1, ldb = br + 2, ldc = m;
+                std::vector<float> A = grid_values((size_t)lda * k, 1), B = grid_values((size_t)ldb * bc, 2 + tb),
+                                   C = grid_values((size_t)ldc * n, 3), bias = grid_values(16, 5);
+                cudaDataType_t t = bf ? CUDA_R_16BF : CUDA_R_32F;
+                size_t es = bf ? 2 : 4;
+                void *dA, *dB, *dD, *dv;
+                dmalloc(&dA, A.size() * es);
+                dmalloc(&dB, B.size() * es);
+                dmalloc(&dD, C.size() * es);
+                dmalloc(&dv, 16 * 4);
+                for (int w = 0; w < 4; w++) {
+                    const std::vector<float> &x = w == 0 ? A : w == 1 ? B : w == 2 ? C : bias;
+                    void *d = w == 0 ? dA : w == 1 ? dB : w == 2 ? dD : dv;
+                    std::vector<unsigned short> h(x.size());
+                    for (size_t i = 0; i < x.size(); i++)
+                        h[i] = to_bf(x[i]);
+                    OK(cudaMemcpy(d, bf ? (const void *)h.data() : (const void *)x.data(), x.size() * es,
+                                  cudaMemcpyHostToDevice));
+                }
+                cublasLtMatmulDesc_t op;
+                cublasLtMatrixLayout_t la, lb, lc;
+                CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0);
+                cublasOperation_t ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+                CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) == 0);
+                CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == 0);
+                CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dv, sizeof dv) == 0);
+                CHECK(cublasLtMatrixLayoutCreate(&la, t, m, k, lda) == 0);
+                CHECK(cublasLtMatrixLayoutCreate(&lb, t, br, bc, ldb) == 0);
+                CHECK(cublasLtMatrixLayoutCreate(&lc, t, m, n, ldc) == 0);
+                cublasLtMatmulPreference_t pref;
+                CHECK(cublasLtMatmulPreferenceCreate(&pref) == 0);
+                cublasLtMatmulHeuristicResult_t res;
+                int nres = 0;
+                CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &nres) == 0 && nres == 1);
+                float alpha = 0.5f, beta = 1.0f;
+                CHECK(cublasLtMatmul(lt, op, &alpha, dA, la, dB, lb, &beta, dD, lc, dD, lc, &res.algo, NULL, 0, 0) == 0);
+                std::vector<unsigned short> Db = host((unsigned short *)dD, bf ? C.size() : 0),
+                                            vb = host((unsigned short *)dv, bf ? 16 : 0);
+                std::vector<float> Df = host((float *)dD, bf ? 0 : C.size()), vf = host((float *)dv, bf ? 0 : 16);
+                for (int j = 0; j < n; j++) {
+                    double g = 0;
+                    for (int p = 0; p < k; p++)
+                        g += tb ? B[(size_t)p * ldb + j] : B[(size_t)j * ldb + p];
+                    if (ep == CUBLASLT_EPILOGUE_BGRADB)
+                        CHECK(bf ? vb[j] == to_bf((float)g) : vf[j] == (float)g);
+                    for (int i = 0; i < m; i++) {
+                        size_t o = (size_t)j * ldc + i;
+                        double want = alpha * ref_elem(A, B, 0, tb, lda, ldb, k, i, j) + beta * C[o] +
+                                      (ep == CUBLASLT_EPILOGUE_BIAS ? bias[i] : 0.0);
+                        CHECK(bf ? Db[o] == to_bf((float)want) : Df[o] == (float)want);
+                    }
+                }
+                if (ep == CUBLASLT_EPILOGUE_BGRADB) /* only the n sums are written */
+                    for (int j = n; j < 16; j++)
+                        CHECK(bf ? vb[j] == to_bf(bias[j]) : vf[j] == bias[j]);
+                cublasLtMatmulPreferenceDestroy(pref);
+                cublasLtMatrixLayoutDestroy(la);
+                cublasLtMatrixLayoutDestroy(lb);
+                cublasLtMatrixLayoutDestroy(lc);
+                cublasLtMatmulDescDestroy(op);
+                dfree(dA);
+                dfree(dB);
+                dfree(dD);
+                dfree(dv);
+            }
+    CHECK(cublasLtDestroy(lt) == 0);
+}
+
 static void case_sort(void)
 {
     int n = 3000;
@@ -672,6 +799,16 @@ __global__ void k_uninit(float *out)
     out[threadIdx.x] = st[threadIdx.x] + dyn[threadIdx.x]; /* neither was written */
 }
 
+/* A 16-byte vector load at an address 4 bytes past an aligned one (the kernels' accesses
+ * through uint4 are checked by cuemu::check_align, as common.cuh's ldve does). */
+__global__ void k_misaligned(int *out)
+{
+    const int *p = out + 1;
+    EXPECT("FAULT", "not 16-byte aligned", ::cuemu::check_align(p, 16, __FILE__, __LINE__));
+    uint4 u = *(const uint4 *)p;
+    out[8] = (int)u.x;
+}
+
 __global__ void k_oob_write(float *x, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -697,6 +834,8 @@ static void launch_of(const char *what)
         k_bad_width<<<1, 32>>>(d);
     else if (!strcmp(what, "deadlock"))
         k_deadlock<<<1, 64>>>(d);
+    else if (!strcmp(what, "misaligned"))
+        k_misaligned<<<1, 1>>>(d);
     else
         k_too_much_smem<<<1, 64, 10 * 1024>>>((float *)d);
     /* a fault is sticky: every later call returns it */
@@ -858,6 +997,35 @@ static void case_blas_misuse(void)
     cublasDestroy(h);
 }
 
+/* An epilogue without its vector, a vector shorter than D's rows, an epilogue not emulated. */
+static void case_blas_epilogue_misuse(void)
+{
+    float one = 1, zero = 0;
+    cublasLtMatmulHeuristicResult_t res;
+    int nres;
+    lt_case c;
+    lt_setup(c, 8, 6, 4, 8 * 4);
+    int ep = CUBLASLT_EPILOGUE_BIAS;
+    CHECK(cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == 0);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(c.lt, c.op, c.la, c.lb, c.lc, c.lc, c.pref, 1, &res, &nres) == 0);
+    CHECK(EXPECT("error", "without a bias pointer", cublasLtMatmul(c.lt, c.op, &one, c.A, c.la, c.B, c.lb, &zero, c.C, c.lc, c.C, c.lc, &res.algo, NULL, 0, 0)) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    float *v;
+    dmalloc(&v, 7 * 4);
+    CHECK(cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &v, sizeof v) == 0);
+    CHECK(EXPECT("FAULT", "bias vector", cublasLtMatmul(c.lt, c.op, &one, c.A, c.la, c.B, c.lb, &zero, c.C, c.lc, c.C, c.lc, &res.algo, NULL, 0, 0)) ==
+          CUBLAS_STATUS_EXECUTION_FAILED);
+    int gelu = 32;
+    CHECK(EXPECT("error", "not emulated", cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &gelu, sizeof gelu)) ==
+          CUBLAS_STATUS_NOT_SUPPORTED);
+    cublasLtMatrixLayoutDestroy(c.la);
+    cublasLtMatrixLayoutDestroy(c.lb);
+    cublasLtMatrixLayoutDestroy(c.lc);
+    cublasLtMatmulDescDestroy(c.op);
+    cublasLtMatmulPreferenceDestroy(c.pref);
+    cublasLtDestroy(c.lt);
+}
+
 static void case_sort_misuse(void)
 {
     int n = 100;
@@ -989,15 +1157,18 @@ static void misuse_read_outside(void) { launch_of("read-outside"); }
 static void misuse_width(void) { launch_of("width"); }
 static void misuse_deadlock(void) { launch_of("deadlock"); }
 static void misuse_smem(void) { launch_of("smem"); }
+static void misuse_misaligned(void) { launch_of("misaligned"); }
 
 static const test_case cases[] = {
     {"block-sums", case_block_sums, 0},
+    {"atomics", case_atomics, 0},
     {"shuffles", case_shuffles, 0},
     {"shared-memory", case_shared, 0},
     {"bf16", case_bf16, 0},
     {"streams-events", case_streams, 0},
     {"stream-order", case_stream_order, 0},
     {"blas", case_blas, 0},
+    {"blas-epilogues", case_blas_epilogue, 0},
     {"sort", case_sort, 0},
     {"counters", case_counters, 0},
     {"launch-limits", case_limits, 0},
@@ -1010,11 +1181,13 @@ static const test_case cases[] = {
     {"shuffle-width", misuse_width, 1},
     {"deadlock", misuse_deadlock, 1},
     {"shared-memory-limit", misuse_smem, 1},
+    {"misaligned-vector-access", misuse_misaligned, 1},
     {"exit-before-barrier", case_exit_before_barrier, 1},
     {"launch-configuration", case_launch_config, 1},
     {"memory", case_memory, 1},
     {"handles", case_handles, 1},
     {"blas-arguments", case_blas_misuse, 1},
+    {"blas-epilogue-arguments", case_blas_epilogue_misuse, 1},
     {"sort-arguments", case_sort_misuse, 1},
 };
 

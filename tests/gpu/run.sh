@@ -26,10 +26,11 @@
 #            over all the GPUs (tupe-commtest gpu-bench: an all-reduce of 256 MiB, and the
 #            gradients' own path); the step time of bert-base (bf16, seq 128, 32 sequences per
 #            GPU) on 1 GPU and on all of them, whence the share of the communication hidden
-#            behind the backward pass; then the 16-GPU projection from these numbers
+#            behind the backward pass and the next forward pass; then the 16-GPU projection from
+#            these numbers and the bytes across nodes that check-cuemu counts
 #            (README.md, "Projecting 16 GPUs")
 #
-# `tests/gpu/run.sh --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]` prints
+# `tests/gpu/run.sh --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS ACROSS]` prints
 # only the projection from numbers given (no GPU needed).
 #
 # Compact results on stdout (the lines that matter, FAIL lines first 40 per part); the full
@@ -39,19 +40,22 @@ set -u
 
 # The time of STEPS steps on RANKS GPUs (README.md, "Projecting 16 GPUs"): each step computes for
 # STEP_MS (the per-GPU batch on one GPU) and moves 2(W-1)/W of the gradients' PARAMS x BYTES
-# through every rank's link (a reduce-scatter of the gradients and an all-gather of the
-# parameters, ZeRO-1, or one all-reduce) at BUSBW_GBS; the share OVERLAP of that is hidden
-# behind the backward pass.
-project() { # STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]
+# through every rank's link (a reduce of the gradients and a gather of the parameters, ZeRO-1)
+# at BUSBW_GBS, NCCL's ring bus bandwidth over the 2 nodes (bounded by the links between them);
+# --grad-reduce tree sends ACROSS of a ring's bytes over those links (0.533 at 2 nodes x 8, as
+# check-cuemu part volume counts them), so its communication takes ACROSS of the ring's time;
+# the share OVERLAP of it is hidden behind the backward and the next forward pass.
+project() { # STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS ACROSS]
     awk -v ms="$1" -v bw="$2" -v o="$3" -v w="${4:-16}" -v p="${5:-110e6}" -v b="${6:-2}" \
-        -v steps="${7:-1e6}" 'BEGIN {
-        mb = 2 * (w - 1) / w * p * b / 1e6; comm = mb / (bw * 1e3) * 1e3; t = ms + comm * (1 - o)
+        -v steps="${7:-1e6}" -v a="${8:-0.533}" 'BEGIN {
+        mb = 2 * (w - 1) / w * p * b / 1e6; comm = a * mb / (bw * 1e3) * 1e3; t = ms + comm * (1 - o)
         printf "projection: %g steps on %d GPUs: compute %.1f ms + communication %.1f ms (%.0f MB " \
-               "per rank per step at %g GB/s bus bandwidth), %.0f%% of it hidden = %.1f ms/step, " \
-               "%.1f days\n", steps, w, ms, comm, mb, bw, o * 100, t, t * steps / 1e3 / 86400 }'
+               "per rank per step, %.3f of a ring'"'"'s across nodes, at %g GB/s bus bandwidth), %.0f%% " \
+               "of it hidden = %.1f ms/step, %.1f days\n", steps, w, ms, comm, mb, a, bw, o * 100, t,
+               t * steps / 1e3 / 86400 }'
 }
 if [ "${1:-}" = --project ]; then
-    [ $# -ge 4 ] || { echo "usage: $0 --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS]" >&2; exit 2; }
+    [ $# -ge 4 ] || { echo "usage: $0 --project STEP_MS BUSBW_GBS OVERLAP [RANKS PARAMS BYTES STEPS ACROSS]" >&2; exit 2; }
     shift
     project "$@"
     exit

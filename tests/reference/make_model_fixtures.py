@@ -4,6 +4,9 @@
 Writes tests/fixtures/model/<case>.safetensors for the cases
   bert-a bert-r bert-ad tupe-a tupe-a-tie tupe-r   (MLM head)
   cls-tupe-r (classification, 3 labels)  reg-bert-a (regression, 1 label)
+  rope (interleaved, base 10000; also hf.logits from transformers' RoFormerForMaskedLM with the
+  same weights)  rope-half (half-split, base 100)  alibi (6 heads of 8, hidden 48: the slope
+  rule for a head count that is not a power of two)  nope                 (MLM head)
 and tests/fixtures/VERSIONS-model.txt (package versions).
 
 Model: the tiny preset (L2 H64 A2 FFN256) with vocab_size 97, max_position_embeddings 32 and
@@ -60,6 +63,10 @@ CASES = {
     "tupe-r": ("tupe-r", True, 0, {}),
     "cls-tupe-r": ("tupe-r", True, 3, {}),
     "reg-bert-a": ("bert-a", True, 1, {"exclude_ln_bias": True, "clip": 0.05}),
+    "rope": ("rope", True, 0, {}),
+    "rope-half": ("rope", True, 0, {}, {"rope_layout": "half", "rope_base": 100.0}),
+    "alibi": ("alibi", True, 0, {}, {"hidden_size": 48, "num_attention_heads": 6}),
+    "nope": ("nope", True, 0, {}),
 }
 ADAM_PARAMS = ["embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight",
                "embeddings.LayerNorm.bias", "position.embeddings.weight",
@@ -72,11 +79,40 @@ def versions():
             "safetensors": safetensors.__version__, "numpy": numpy.__version__}
 
 
-def case_config(position, untie, num_labels):
+def case_config(position, untie, num_labels, extra=None):
     return R.make_config("tiny", vocab_size=V, max_position_embeddings=P, position=position,
                          untie_cls=untie, num_labels=num_labels, hidden_dropout_prob=0.0,
                          attention_probs_dropout_prob=0.0, activation_dropout=0.0,
-                         classifier_dropout=0.0)
+                         classifier_dropout=0.0, **(extra or {}))
+
+
+def roformer_logits(cfg, params, batch):
+    """The MLM logits of transformers' RoFormerForMaskedLM (interleaved RoPE, base 10000) with
+    the same weights: BERT names under roformer., no token types (one all-zero row)."""
+    from transformers import RoFormerConfig, RoFormerForMaskedLM
+    hc = RoFormerConfig(vocab_size=cfg["vocab_size"], embedding_size=cfg["hidden_size"],
+                        hidden_size=cfg["hidden_size"], num_hidden_layers=cfg["num_hidden_layers"],
+                        num_attention_heads=cfg["num_attention_heads"],
+                        intermediate_size=cfg["intermediate_size"], hidden_act="gelu",
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                        max_position_embeddings=cfg["max_position_embeddings"], type_vocab_size=1,
+                        layer_norm_eps=cfg["layer_norm_eps"], rotary_value=False, pad_token_id=0)
+    hf = RoFormerForMaskedLM(hc).double().eval()
+    sd = {}
+    for k, v in params.items():
+        sd[k if k.startswith("cls.") else "roformer." + k] = v.to(torch.float64)
+    sd["cls.predictions.decoder.weight"] = sd["roformer.embeddings.word_embeddings.weight"]
+    sd["cls.predictions.decoder.bias"] = sd["cls.predictions.bias"]
+    sd["roformer.embeddings.token_type_embeddings.weight"] = torch.zeros(1, cfg["hidden_size"],
+                                                                        dtype=torch.float64)
+    missing, unexpected = hf.load_state_dict(sd, strict=False)
+    assert not unexpected, unexpected
+    assert all("embed_positions" in k for k in missing), missing
+    ids, lengths = batch["input.ids"].long(), batch["input.lengths"].long()
+    mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+    with torch.no_grad():
+        out = hf(input_ids=ids, attention_mask=mask).logits       # [B, T, V]
+    return out.reshape(-1, out.shape[-1])[batch["input.mask_pos"].long()]
 
 
 def make_batch(num_labels, gen):
@@ -116,8 +152,8 @@ def run(model, batch):
 
 
 def make_case(case, index):
-    position, untie, num_labels, adam_over = CASES[case]
-    cfg = case_config(position, untie, num_labels)
+    position, untie, num_labels, adam_over = CASES[case][:4]
+    cfg = case_config(position, untie, num_labels, CASES[case][4] if len(CASES[case]) > 4 else None)
     adam = dict(ADAM, **adam_over)
     gen = torch.Generator().manual_seed(20210 + index)
     batch = make_batch(num_labels, torch.Generator().manual_seed(4242 + num_labels))
@@ -134,6 +170,14 @@ def make_case(case, index):
     t["out.loss"] = loss.detach().float().reshape(())
     if out["pos_bias"] is not None:
         t["out.pos_bias"] = out["pos_bias"].detach().float().contiguous()
+    if position == "rope" and cfg["rope_layout"] == "interleaved" and cfg["rope_base"] == 10000:
+        hfl = roformer_logits(cfg, params, batch)
+        err = float((hfl - out["logits"].detach()).abs().max())
+        assert err < 1e-5, f"RoFormer differs from the reference by {err}"
+        t["hf.logits"] = hfl.float().contiguous()
+        info_hf = err
+    else:
+        info_hf = None
     for k, p in model.named_parameters():
         g = p.grad if p.grad is not None else torch.zeros_like(p)
         t["grad." + k] = g.float().contiguous()
@@ -158,7 +202,8 @@ def make_case(case, index):
 
     meta = {"config": json.dumps(cfg), "adam": json.dumps(adam), "case": case,
             "versions": json.dumps(versions())}
-    info = {"loss": float(loss.detach()), "adam_losses": losses, "grad_norms": norms}
+    info = {"loss": float(loss.detach()), "adam_losses": losses, "grad_norms": norms,
+            "roformer": info_hf}
     return t, meta, info
 
 
@@ -188,7 +233,8 @@ def main():
         os.replace(path + ".tmp", path)
         print(f"{case}: {os.path.getsize(path)} bytes, loss {info['loss']:.6f}, "
               f"adam losses {[round(x, 6) for x in info['adam_losses']]}, "
-              f"grad norms {[round(x, 4) for x in info['grad_norms']]}")
+              f"grad norms {[round(x, 4) for x in info['grad_norms']]}"
+              + (f", RoFormer's logits within {info['roformer']:.2g}" if info["roformer"] is not None else ""))
     if not a.check:
         with open(os.path.join(FIX, "VERSIONS-model.txt"), "w") as f:
             try:
@@ -199,7 +245,7 @@ def main():
             v = versions()
             f.write(f"python {v['python']}\nnumpy {v['numpy']}\ntorch {v['torch']}\n"
                     f"safetensors {v['safetensors']}\n"
-                    f"transformers {tv} (check_model_fixtures.py only)\n")
+                    f"transformers {tv} (check_model_fixtures.py, and hf.logits of the rope case)\n")
     return 1 if bad else 0
 
 

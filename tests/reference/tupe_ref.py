@@ -12,6 +12,13 @@ Variants (contract §1, §3), selected by the configuration's "position" and "un
   tupe-a    untied absolute bias B^A (table rows 0/1 = θ1/θ2 vectors), [CLS] reset,
             content scaled by 1/sqrt(2d); untie_cls=false is the paper's TUPE-A tie-cls
   tupe-r    tupe-a plus the 33-bucket relative bias (bucket 16 = [CLS]->others, 32 = others->[CLS])
+And the later encodings (../shared/docs/positional-encodings.md §1), written from that note:
+  rope      no position in the input; q and k rotated after their projection and bias, per
+            head, angle of pair t at position m = m·rope_base^(-2t/d); rope_layout
+            "interleaved" pairs (x_2t, x_2t+1) (RoFormer), "half" pairs (x_t, x_t+d/2) (NeoX)
+  alibi     no position in the input; -m_h·|i-j| added to the scaled scores, Press et al.'s
+            slopes (get_slopes, also for head counts that are not powers of two)
+  nope      no positional information
 
 Main API:
   make_config(preset_or_path=None, **overrides) -> dict   (contract §1 JSON, validated)
@@ -33,7 +40,7 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRESET_DIR = os.path.join(ROOT, "share", "tupe", "models")
 
-POSITIONS = ("bert-a", "bert-r", "bert-ad", "tupe-a", "tupe-r")
+POSITIONS = ("bert-a", "bert-r", "bert-ad", "tupe-a", "tupe-r", "rope", "alibi", "nope")
 # The six variants of the paper, as (position, untie_cls).
 VARIANTS = {
     "bert-a": ("bert-a", True),
@@ -67,6 +74,8 @@ DEFAULT_CONFIG = {
     "max_rel_pos": 128,
     "num_labels": 0,
 }
+# Only in "rope" configurations (the C side writes them only there).
+ROPE_DEFAULTS = {"rope_base": 10000.0, "rope_layout": "interleaved"}
 
 
 def make_config(preset=None, **overrides):
@@ -77,7 +86,9 @@ def make_config(preset=None, **overrides):
         with open(path) as f:
             cfg.update(json.load(f))
     cfg.update(overrides)
-    unknown = set(cfg) - set(DEFAULT_CONFIG)
+    if cfg["position"] == "rope":
+        cfg = dict(ROPE_DEFAULTS, **cfg)
+    unknown = set(cfg) - set(DEFAULT_CONFIG) - (set(ROPE_DEFAULTS) if cfg["position"] == "rope" else set())
     if unknown:
         raise ValueError(f"unknown configuration keys: {sorted(unknown)}")
     if cfg["position"] not in POSITIONS:
@@ -122,6 +133,40 @@ def bucket_table(n, num_buckets=32, max_distance=128, cls_buckets=False):
         b[:, 0] = num_buckets
         b[0, :] = num_buckets // 2
     return b
+
+
+# ---- ALiBi and RoPE (positional-encodings.md §1.1, §1.2) ---------------------------------------
+
+def alibi_slopes(n):
+    """Press et al.'s get_slopes (attention_with_linear_biases, fairseq transformer.py)."""
+    def pow2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return pow2(n)
+    c = 2 ** math.floor(math.log2(n))
+    return pow2(c) + alibi_slopes(2 * c)[0::2][:n - c]
+
+
+def alibi_bias(H, T):
+    """Symmetric [H, T, T]: -m_h |i - j| (MosaicBERT's rebuild_alibi_tensor)."""
+    k = torch.arange(T, dtype=torch.float64)
+    dist = (k[None, :] - k[:, None]).abs()
+    m = torch.tensor(alibi_slopes(H), dtype=torch.float64)
+    return -m[:, None, None] * dist[None]
+
+
+def rope_rotate(x, base, interleaved):
+    """x [B, H, T, d] rotated by position (dim 2). Angles in float64."""
+    T, d = x.shape[2], x.shape[3]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)          # [d/2]
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]         # [T, d/2]
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, b * cos + a * sin), dim=-1).flatten(-2)
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
 
 
 # ---- the model -----------------------------------------------------------------------------
@@ -261,7 +306,7 @@ class Layer(nn.Module):
         self.p_attn = c["attention_probs_dropout_prob"]
         self.p_act = c["activation_dropout"]
 
-    def forward(self, x, attn_add, scale, pq, pk, sdpa):
+    def forward(self, x, attn_add, scale, pq, pk, sdpa, rope=None):
         B, T, D = x.shape
         H, d = self.H, D // self.H
         sa = self.attention.self
@@ -272,6 +317,9 @@ class Layer(nn.Module):
         q = q.view(B, T, H, d).transpose(1, 2)
         k = k.view(B, T, H, d).transpose(1, 2)
         v = v.view(B, T, H, d).transpose(1, 2)
+        if rope is not None:                  # (base, interleaved)
+            q = rope_rotate(q, *rope)
+            k = rope_rotate(k, *rope)
         p_attn = self.p_attn if self.training else 0.0
         if sdpa:
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_add, dropout_p=p_attn,
@@ -324,7 +372,7 @@ class TupeModel(nn.Module):
         self.config = c
         self.sdpa = sdpa              # F.scaled_dot_product_attention instead of matmul+softmax
         self.embeddings = Embeddings(c)
-        if c["position"] != "bert-a":
+        if c["position"] not in ("bert-a", "rope", "alibi", "nope"):
             self.position = Position(c)
         self.encoder = Encoder(c)
         if c["num_labels"] > 0:
@@ -333,7 +381,10 @@ class TupeModel(nn.Module):
             self.cls = MLMHead(c)
         d = c["hidden_size"] // c["num_attention_heads"]
         self.scale = {"bert-a": d ** -0.5, "bert-r": d ** -0.5, "bert-ad": (4 * d) ** -0.5,
-                      "tupe-a": (2 * d) ** -0.5, "tupe-r": (2 * d) ** -0.5}[c["position"]]
+                      "tupe-a": (2 * d) ** -0.5, "tupe-r": (2 * d) ** -0.5, "rope": d ** -0.5,
+                      "alibi": d ** -0.5, "nope": d ** -0.5}[c["position"]]
+        self.rope = ((c["rope_base"], c["rope_layout"] == "interleaved")
+                     if c["position"] == "rope" else None)
         self.init_weights()
 
     @torch.no_grad()
@@ -360,6 +411,8 @@ class TupeModel(nn.Module):
         bias, pq, pk = (None, None, None)
         if hasattr(self, "position"):
             bias, pq, pk = self.position(T)
+        elif self.config["position"] == "alibi":
+            bias = alibi_bias(self.config["num_attention_heads"], T).to(x.dtype)
         # Key-padding mask plus the shared bias, added to the scores of every layer; built once
         # (autograd sums its gradient over layers and the batch).
         attn_add = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
@@ -367,7 +420,7 @@ class TupeModel(nn.Module):
         if bias is not None:
             attn_add = attn_add + bias.unsqueeze(0)
         for layer in self.encoder.layer:
-            x = layer(x, attn_add, self.scale, pq, pk, self.sdpa)
+            x = layer(x, attn_add, self.scale, pq, pk, self.sdpa, self.rope)
         logits = None
         if hasattr(self, "cls"):
             if mask_pos is not None:

@@ -6,7 +6,9 @@
  *   tupe-commtest gpu-bench [MIB [N]]   on GPUs (the rank's LOCAL_RANK): N all-reduces of MIB
  *                                       MiB of fp32 through NCCL, and N times the gradients'
  *                                       own path (tupe_comm_dev_reduce, then _gather), timed;
- *                                       rank 0 prints one line for each (tests/gpu/run.sh) */
+ *                                       rank 0 prints one line for each (tests/gpu/run.sh)
+ *   tupe-commtest gpu-path MIB          the gradients' path once, untimed, printing nothing (its
+ *                                       bytes, as cuemu's NCCL counts them: check-cuemu) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,13 +71,16 @@ static int gpu_bench(tupe_comm *c, double mib, int iters)
         rc = tupe_fail(&e, TUPE_EFAIL, "out of GPU memory for %.0f MiB", mib);
     if (!rc) {
         be->zero(be, buf, n);
-        rc = timed(c, be, buf, n, iters, op_allreduce, &ar, &e) ||
-             timed(c, be, buf, n, iters, op_gradpath, &gp, &e);
+        if (iters == 0) /* gpu-path */
+            rc = op_gradpath(c, be, buf, n, &e) || tupe_backend_cuda_comm_wait(be, &e);
+        else
+            rc = timed(c, be, buf, n, iters, op_allreduce, &ar, &e) ||
+                 timed(c, be, buf, n, iters, op_gradpath, &gp, &e);
     }
     if (rc) {
         fprintf(stderr, "tupe-commtest: rank %d: %s\n", r, e.msg);
         tupe_comm_abort(c, e.msg);
-    } else if (r == 0) {
+    } else if (r == 0 && iters > 0) {
         /* bus bandwidth as nccl-tests defines it: what each rank's link carries, 2(W-1)/W of the
          * buffer, over the time */
         double bytes = (double)n * 4, f = 2.0 * (w - 1) / w;
@@ -97,14 +102,16 @@ int main(int argc, char **argv)
 {
     tupe_comm *c;
     tupe_err e;
-    int bench = argc > 1 && strcmp(argv[1], "gpu-bench") == 0;
-    if (argc > 1 && !bench) {
-        fprintf(stderr, "usage: tupe-commtest [gpu-bench [MIB [N]]]\n");
+    int path = argc > 2 && strcmp(argv[1], "gpu-path") == 0;
+    int bench = path || (argc > 1 && strcmp(argv[1], "gpu-bench") == 0);
+    int iters = path ? 0 : argc > 3 ? atoi(argv[3]) : 20;
+    if ((argc > 1 && !bench) || iters < 0 || (!path && argc > 3 && iters == 0)) {
+        fprintf(stderr, "usage: tupe-commtest [gpu-bench [MIB [N]] | gpu-path MIB]\n");
         return 2;
     }
 #if !defined(TUPE_HAVE_CUDA)
     if (bench) {
-        fprintf(stderr, "tupe-commtest: gpu-bench: this build has no CUDA backend\n");
+        fprintf(stderr, "tupe-commtest: %s: this build has no CUDA backend\n", argv[1]);
         return 2;
     }
 #endif
@@ -114,7 +121,7 @@ int main(int argc, char **argv)
     }
 #if defined(TUPE_HAVE_CUDA)
     if (bench)
-        return gpu_bench(c, argc > 2 ? atof(argv[2]) : 256, argc > 3 ? atoi(argv[3]) : 20);
+        return gpu_bench(c, argc > 2 ? atof(argv[2]) : 256, iters);
 #endif
     int r = tupe_comm_rank(c), w = tupe_comm_world(c), bad = 0;
     enum { N = 1000003 }; /* not a multiple of anything */

@@ -635,6 +635,18 @@ static void ops_pos(pair *P, const shape *S)
     cmp(P, "qk_pos_grad", "", "dpq", &pq, TOL(P, 1e-6, 2e-2));
     cmp(P, "qk_pos_grad", "", "dpk", &pk, TOL(P, 1e-6, 2e-2));
     rel(P, &qkv), rel(P, &pq), rel(P, &pk);
+    /* RoPE, both layouts, the rotation and its inverse (any table: the op is bilinear in it). */
+    int dh = Dd / H;
+    buf rot = mkw(P, (size_t)T * dh, 1);
+    for (int il = 0; il < 2; il++)
+        for (int inv = 0; inv < 2; inv++) {
+            buf x = mkr(P, n, 1);
+            BOTH(be->rope(be, D(x), D(rot), B, T, Dd, dh, il, inv));
+            cmp(P, "rope", il ? (inv ? "interleaved,inverse" : "interleaved")
+                              : (inv ? "half,inverse" : "half"), "qkv", &x, TOL(P, 1e-6, 1e-2));
+            rel(P, &x);
+        }
+    rel(P, &rot);
 }
 
 static void ops_heads(pair *P, const shape *S)
@@ -820,6 +832,8 @@ static void free_batch(mbatch *b)
     free(b->ids), free(b->len), free(b->mpos), free(b->mlab);
 }
 
+static int ROPE_HALF; /* --rope-half: RoPE's half-split layout instead of the interleaved */
+
 static int load_cfg(tupe_config *c, const char *model, const char *position, int tie_cls, int V)
 {
     tupe_err e;
@@ -837,6 +851,8 @@ static int load_cfg(tupe_config *c, const char *model, const char *position, int
     }
     if (tie_cls)
         c->untie_cls = 0;
+    if (ROPE_HALF)
+        c->rope_layout = TUPE_ROPE_HALF;
     c->vocab_size = V;
     return 0;
 }
@@ -885,8 +901,8 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
     if ((rc = make_models(P, &c, B, T, B * T, m, 7)))
         return rc;
     char var[64];
-    snprintf(var, sizeof var, "%s/%s%s", model, tupe_position_name(c.position),
-             tie_cls ? "+tie-cls" : "");
+    snprintf(var, sizeof var, "%s/%s%s%s", model, tupe_position_name(c.position),
+             tie_cls ? "+tie-cls" : "", tupe_cfg_rope(&c) && ROPE_HALF ? "+half" : "");
     double loss[2];
     float *lg[2];
     size_t nl = 0;
@@ -1176,7 +1192,7 @@ static void usage(void)
     fprintf(stderr, "usage: tupe-parity ops|step|curve|bench|counters [--ref NAME] [--dev NAME]\n"
                     "       [--small] [--per-op]\n"
                     "       [--only GROUP]\n"
-                    "       [--model M] [--position P] [--tie-cls] [--batch B] [--seq T]\n"
+                    "       [--model M] [--position P] [--tie-cls] [--rope-half] [--batch B] [--seq T]\n"
                     "       [--steps N] [--peak TFLOPS] [--seed N] [--digest]\n");
 }
 
@@ -1198,6 +1214,8 @@ int main(int argc, char **argv)
             tie = 1;
         else if (strcmp(a, "--digest") == 0)
             DIGEST = 1;
+        else if (strcmp(a, "--rope-half") == 0)
+            ROPE_HALF = 1;
         else if (strcmp(a, "--per-op") == 0)
             per_op = 1;
         else if (!v) {

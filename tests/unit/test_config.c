@@ -131,4 +131,61 @@ static void same_encoder(void)
     CHECK_NEAR(tupe_cfg_score_scale(&a), 1.0 / 16, 1e-15);
 }
 
-UNIT_MAIN(T(presets), T(json_round_trip), T(errors), T(same_encoder))
+/* The later encodings: their terms, RoPE's fields (round trip, written only for rope,
+ * refused elsewhere), and the terms of the paper's variants. */
+static void encodings(void)
+{
+    tupe_config c, d;
+    tupe_err e;
+    tupe_config_default(&c);
+    c.position = TUPE_POS_ROPE;
+    c.rope_base = 500;
+    c.rope_layout = TUPE_ROPE_HALF;
+    for (int indent = 0; indent <= 2; indent += 2) {
+        char *s = tupe_config_json(&c, indent);
+        int rc = tupe_config_parse(&d, s, strlen(s), "mem", &e);
+        CHECK_MSG(rc == 0, "%s: %s", e.msg, s);
+        CHECK(memcmp(&c, &d, sizeof c) == 0);
+        CHECK_HAS(s, "\"rope_layout\"");
+        CHECK_HAS(s, "\"half\"");
+        free(s);
+    }
+    c.position = TUPE_POS_ALIBI;
+    char *s = tupe_config_json(&c, 0);
+    CHECK(strstr(s, "rope") == NULL);
+    free(s);
+    CHECK_INT(parse("{\"position\": \"bert-a\", \"rope_base\": 100}", &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "\"rope_base\" applies to \"position\": \"rope\" only");
+    CHECK_INT(parse("{\"rope_layout\": \"sideways\", \"position\": \"rope\"}", &e), TUPE_EDATA);
+    CHECK_INT(parse("{\"position\": \"rope\", \"rope_base\": 1}", &e), TUPE_EDATA);
+    CHECK_INT(parse("{\"position\": \"rope\", \"hidden_size\": 36, \"num_attention_heads\": 4}", &e),
+              TUPE_EDATA);
+    CHECK_HAS(e.msg, "head size 9 must be even");
+    CHECK_INT(parse("{\"position\": \"nope\"}", &e), 0);
+    static const struct { int pos; unsigned terms; } want[] = {
+        {TUPE_POS_BERT_A, TUPE_PE_ABS_INPUT},
+        {TUPE_POS_BERT_R, TUPE_PE_ABS_INPUT | TUPE_PE_REL_BUCKET},
+        {TUPE_POS_BERT_AD, TUPE_PE_ABS_QK},
+        {TUPE_POS_TUPE_A, TUPE_PE_UNTIED_ABS},
+        {TUPE_POS_TUPE_R, TUPE_PE_UNTIED_ABS | TUPE_PE_REL_BUCKET},
+        {TUPE_POS_ROPE, TUPE_PE_ROTATION},
+        {TUPE_POS_ALIBI, TUPE_PE_LINEAR_BIAS},
+        {TUPE_POS_NOPE, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        c.position = want[i].pos;
+        CHECK_MSG(tupe_cfg_terms(&c) == want[i].terms, "%s", tupe_position_name(want[i].pos));
+        CHECK_INT(tupe_position_parse(tupe_position_name(want[i].pos)), want[i].pos);
+        if (want[i].pos >= TUPE_POS_ROPE)
+            CHECK_NEAR(tupe_cfg_score_scale(&c), 1 / sqrt(64.0), 1e-15);
+    }
+    tupe_config a, b;
+    char what[64];
+    tupe_config_default(&a);
+    a.position = TUPE_POS_ROPE;
+    b = a;
+    b.rope_layout = TUPE_ROPE_HALF;
+    CHECK(!tupe_config_same_encoder(&a, &b, what, sizeof what));
+    CHECK_STR(what, "rope_layout");
+}
+
+UNIT_MAIN(T(presets), T(json_round_trip), T(errors), T(same_encoder), T(encodings))

@@ -34,6 +34,10 @@ static const gcase cases[] = {
     {"bert-a-types-dropout", TUPE_POS_BERT_A, 1, 0, 2, 0.2},
     {"cls-tupe-r-dropout", TUPE_POS_TUPE_R, 1, 3, 0, 0.2},
     {"reg-bert-ad", TUPE_POS_BERT_AD, 1, 1, 0, 0},
+    {"rope", TUPE_POS_ROPE, 1, 0, 0, 0},
+    {"rope-half-dropout", TUPE_POS_ROPE, 1, 0, 0, 0.2},
+    {"alibi", TUPE_POS_ALIBI, 1, 0, 0, 0},
+    {"cls-nope", TUPE_POS_NOPE, 1, 3, 0, 0},
 };
 
 enum { B = 3, T = 9, V = 41 };
@@ -56,6 +60,9 @@ static void make_config(tupe_config *c, const gcase *k)
     c->rel_pos_buckets = 8;   /* a small table whose log buckets T = 9 reaches */
     c->max_rel_pos = 6;
     c->num_labels = k->num_labels;
+    if (strstr(k->name, "half"))
+        c->rope_layout = TUPE_ROPE_HALF;
+    c->rope_base = 50; /* angles that turn far within T = 9 */
 }
 
 static double loss_of(tupe_model *m, const tupe_batch *b, const tupe_step *st)
@@ -192,7 +199,12 @@ CASE(grad_tupe_r_dropout, 7)
 CASE(grad_bert_a_types_dropout, 8)
 CASE(grad_cls_tupe_r_dropout, 9)
 CASE(grad_reg_bert_ad, 10)
+CASE(grad_rope, 11)
+CASE(grad_rope_half_dropout, 12)
+CASE(grad_alibi, 13)
+CASE(grad_cls_nope, 14)
 
 UNIT_MAIN(T(grad_bert_a), T(grad_bert_r), T(grad_bert_ad), T(grad_tupe_a), T(grad_tupe_a_tie),
           T(grad_tupe_r), T(grad_tupe_r_tie), T(grad_tupe_r_dropout),
-          T(grad_bert_a_types_dropout), T(grad_cls_tupe_r_dropout), T(grad_reg_bert_ad))
+          T(grad_bert_a_types_dropout), T(grad_cls_tupe_r_dropout), T(grad_reg_bert_ad),
+          T(grad_rope), T(grad_rope_half_dropout), T(grad_alibi), T(grad_cls_nope))

@@ -256,6 +256,144 @@ static void input_has_no_position(void)
     tupe_backend_destroy(be);
 }
 
+/* ALiBi: Press et al.'s slopes (12 heads: 2^-1..2^-8 then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5; not
+ * the naive 2^(-8h/12)), and the bias every layer adds is -m_h |i - j|, symmetric. */
+static void alibi_slopes_and_bias(void)
+{
+    double m[12];
+    tupe_alibi_slopes(12, m);
+    static const double want12[12] = {-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5};
+    for (int h = 0; h < 12; h++)
+        CHECK_MSG(m[h] == exp2(want12[h]), "12 heads: slope %d %.17g", h, m[h]);
+    tupe_alibi_slopes(8, m);
+    for (int h = 0; h < 8; h++)
+        CHECK(m[h] == exp2(-(h + 1.0)));
+    tupe_alibi_slopes(6, m); /* 4 of 4 heads, then 2 of 8: 2^-1, 2^-3 */
+    static const double want6[6] = {-2, -4, -6, -8, -1, -3};
+    for (int h = 0; h < 6; h++)
+        CHECK_MSG(m[h] == exp2(want6[h]), "6 heads: slope %d %.17g", h, m[h]);
+
+    tupe_backend *be = backend(0);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_config c;
+    tiny(&c, TUPE_POS_ALIBI, 1);
+    tupe_model *mo = model(be, &c, 5);
+    tupe_fwd_out o;
+    fwd(mo, &b, NULL, &o);
+    int H = c.num_heads;
+    float bias[4 * NT * NT];
+    tupe_err e;
+    CHECK_INT(tupe_model_probe(mo, TUPE_PROBE_POS_BIAS, 0, bias, (size_t)H * NT * NT, &e), 0);
+    tupe_alibi_slopes(H, m);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < NT; i++)
+            for (int j = 0; j < NT; j++)
+                CHECK(bias[(h * NT + i) * NT + j] == (float)(-m[h] * abs(i - j)));
+    /* No parameters of its own: the layout is NoPE's. */
+    tupe_config n;
+    tiny(&n, TUPE_POS_NOPE, 1);
+    tupe_layout la, ln;
+    CHECK_INT(tupe_layout_build(&la, &c, &e), 0);
+    CHECK_INT(tupe_layout_build(&ln, &n, &e), 0);
+    CHECK_INT(la.nparams, ln.nparams);
+    CHECK(tupe_layout_find(&la, "position.relative_bias.weight") == NULL &&
+          tupe_layout_find(&la, "embeddings.position_embeddings.weight") == NULL);
+    tupe_layout_free(&la);
+    tupe_layout_free(&ln);
+    tupe_model_free(mo);
+    tupe_backend_destroy(be);
+}
+
+/* RoPE's two layouts compute the same function once the query and key columns of every head
+ * (weights and biases) are permuted: interleaved column 2t is half-split column t, 2t+1 is
+ * t + d/2. Without the permutation they differ. */
+static void rope_layouts_are_a_permutation(void)
+{
+    tupe_backend *be = backend(0);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_config ci, chf;
+    tiny(&ci, TUPE_POS_ROPE, 1);
+    chf = ci;
+    chf.rope_layout = TUPE_ROPE_HALF;
+    ci.rope_base = chf.rope_base = 100; /* angles that turn far within 12 positions */
+    ci.initializer_range = chf.initializer_range = 0.3; /* scores far from uniform */
+    tupe_model *mi = model(be, &ci, 6), *mh = model(be, &chf, 6);
+    int D = ci.hidden_size, H = ci.num_heads, dh = D / H, L = ci.num_layers;
+    float *w = malloc((size_t)D * D * sizeof *w), *wp = malloc((size_t)D * D * sizeof *wp);
+    tupe_err e;
+    tupe_fwd_out oi, oh0, oh;
+    fwd(mi, &b, NULL, &oi);
+    fwd(mh, &b, NULL, &oh0);
+    CHECK_MSG(fabs(oi.loss - oh0.loss) > 1e-4, "the layouts should differ unpermuted: %.9g %.9g",
+              oi.loss, oh0.loss);
+    for (int l = 0; l < L; l++)
+        for (int qk = 0; qk < 2; qk++)
+            for (int wb = 0; wb < 2; wb++) {
+                char name[96];
+                snprintf(name, sizeof name, "encoder.layer.%d.attention.self.%s.%s", l,
+                         qk ? "key" : "query", wb ? "bias" : "weight");
+                size_t rows = (size_t)D, cols = wb ? 1 : (size_t)D;
+                CHECK_INT(tupe_model_get(mi, name, w, rows * cols, &e), 0);
+                for (int h = 0; h < H; h++)
+                    for (int t = 0; t < dh / 2; t++)
+                        for (int k = 0; k < 2; k++) {
+                            size_t src = (size_t)h * dh + 2 * t + k;
+                            size_t dst = (size_t)h * dh + t + k * (dh / 2);
+                            memcpy(wp + dst * cols, w + src * cols, cols * sizeof *w);
+                        }
+                CHECK_INT(tupe_model_set(mh, name, wp, rows * cols, &e), 0);
+            }
+    fwd(mh, &b, NULL, &oh);
+    CHECK_MSG(fabs(oi.loss - oh.loss) < 1e-5, "interleaved %.9g, half-split permuted %.9g",
+              oi.loss, oh.loss);
+    free(w), free(wp);
+    tupe_model_free(mi);
+    tupe_model_free(mh);
+    tupe_backend_destroy(be);
+}
+
+/* NoPE: the stack is permutation-equivariant, so one token at every position gives the same
+ * row everywhere in every layer; RoPE and ALiBi make the rows differ. */
+static void nope_knows_no_position(void)
+{
+    tupe_backend *be = backend(0);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    for (int i = 0; i < NB * NT; i++)
+        ids[i] = 17;
+    ids[3] = 21; /* one other token: attention weights then differ by distance unless NoPE */
+    const int pos[] = {TUPE_POS_NOPE, TUPE_POS_ROPE, TUPE_POS_ALIBI};
+    for (int k = 0; k < 3; k++) {
+        tupe_config c;
+        tiny(&c, pos[k], 1);
+        c.initializer_range = 0.3; /* scores far from uniform */
+        tupe_model *m = model(be, &c, 7);
+        tupe_fwd_out o;
+        fwd(m, &b, NULL, &o);
+        size_t n = tupe_model_probe_size(m, TUPE_PROBE_HIDDEN);
+        float *x = malloc(n * sizeof *x);
+        tupe_err e;
+        CHECK_INT(tupe_model_probe(m, TUPE_PROBE_HIDDEN, c.num_layers, x, n, &e), 0);
+        int D = c.hidden_size;
+        double diff = 0;
+        for (int t = 1; t < NT; t++)
+            if (t != 3)
+                for (int j = 0; j < D; j++)
+                    diff = fmax(diff, fabs((double)x[(size_t)t * D + j] - x[(size_t)1 * D + j]) *
+                                          (t != 1));
+        CHECK_MSG(pos[k] == TUPE_POS_NOPE ? diff < 1e-5 : diff > 1e-4, "%s: rows differ by %g",
+                  tupe_position_name(pos[k]), diff);
+        free(x);
+        tupe_model_free(m);
+    }
+    tupe_backend_destroy(be);
+}
+
 /* bert-base with the paper's 32,769-row vocabulary: the spec's arithmetic (§3). */
 static void bert_base_counts(void)
 {
@@ -535,4 +673,5 @@ UNIT_MAIN(T(cls_reset_tupe_a), T(no_reset_tupe_a_tie), T(cls_reset_tupe_r),
           T(no_reset_tupe_r_tie), T(bucket_table), T(bias_per_variant),
           T(input_has_no_position), T(bert_base_counts), T(dropout_rate_and_threads),
           T(model_same_for_any_thread_count),
-          T(split_products_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused), T(params_only))
+          T(split_products_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused), T(params_only),
+          T(alibi_slopes_and_bias), T(rope_layouts_are_a_permutation), T(nope_knows_no_position))

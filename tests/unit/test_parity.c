@@ -2,7 +2,8 @@
  * tests/reference/make_model_fixtures.py, computed in float64): for every case of the model
  * contract (§6) the logits, the loss, the positional bias, every parameter gradient, the losses
  * of 5 AdamW steps and the listed parameters after them. Tolerances of the contract: logits,
- * bias, gradients and parameters max |ours - ref| <= 1e-4 max(1, |ref|); losses 1e-5. */
+ * bias, gradients and parameters max |ours - ref| <= 1e-4 max(1, |ref|); losses 1e-5. The rope
+ * case has transformers' RoFormerForMaskedLM logits too (hf.logits), held to the same. */
 #include <jansson.h>
 
 #include "backend/backend.h"
@@ -151,7 +152,13 @@ static void run_case(const char *cs)
     tupe_model_probe(m, TUPE_PROBE_LOGITS, 0, ours, nlog, &e);
     ref = floats(st, "out.logits", nlog);
     compare(cs, "logits", ours, ref, nlog, tol, &worst);
-    free(ours), free(ref);
+    free(ref);
+    if (tupe_st_find(st, "hf.logits")) { /* transformers' own class with the same weights */
+        ref = floats(st, "hf.logits", nlog);
+        compare(cs, "transformers' logits", ours, ref, nlog, tol, &worst);
+        free(ref);
+    }
+    free(ours);
     if (tupe_st_find(st, "out.pos_bias")) {
         size_t nb = tupe_model_probe_size(m, TUPE_PROBE_POS_BIAS);
         CHECK_INT(tupe_st_find(st, "out.pos_bias")->numel, nb);
@@ -236,6 +243,10 @@ static void tupe_a_tie(void) { run_case("tupe-a-tie"); }
 static void tupe_r(void) { run_case("tupe-r"); }
 static void cls_tupe_r(void) { run_case("cls-tupe-r"); }
 static void reg_bert_a(void) { run_case("reg-bert-a"); }
+static void rope(void) { run_case("rope"); }
+static void rope_half(void) { run_case("rope-half"); }
+static void alibi(void) { run_case("alibi"); }
+static void nope(void) { run_case("nope"); }
 
 UNIT_MAIN(T(bert_a), T(bert_r), T(bert_ad), T(tupe_a), T(tupe_a_tie), T(tupe_r), T(cls_tupe_r),
-          T(reg_bert_a))
+          T(reg_bert_a), T(rope), T(rope_half), T(alibi), T(nope))

@@ -4,7 +4,8 @@
  * whose batches do not overlap, pointers as aligned as the preference promised, a workspace
  * as large as announced. The product is column-major D = alpha op(A) op(B) + beta C through
  * OpenBLAS sgemm: bf16 operands widened exactly, TF32 compute rounds fp32 operands to 10
- * mantissa bits first, the output rounded once at the end. CUEMU_LT_NOALGO=1 makes the
+ * mantissa bits first, the output rounded once at the end; the epilogues BIAS and BGRADB (below)
+ * on single products. CUEMU_LT_NOALGO=1 makes the
  * heuristic find no algorithm (a caller's fallback then runs). */
 #ifndef CUEMU_CUBLASLT_H
 #define CUEMU_CUBLASLT_H
@@ -30,8 +31,19 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_TRANSC = 5,
-    CUBLASLT_MATMUL_DESC_EPILOGUE = 7
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 } cublasLtMatmulDescAttributes_t;
+/* The epilogues emulated: BIAS adds bias[i] (one per row of D) to every column, in fp32 before
+ * D's one rounding; BGRADB writes the sums of op(B) over the inner dimension k (one per column
+ * of D), in fp32 in the order of k, into the bias pointer (overwritten), rounded once to the
+ * bias type. The bias type is D's (the default, -1), or fp32. */
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_BGRADB = 512
+} cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATRIX_LAYOUT_TYPE = 0,
     CUBLASLT_MATRIX_LAYOUT_ORDER = 1,

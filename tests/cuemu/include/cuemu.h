@@ -43,6 +43,11 @@
 struct uint3 {
     unsigned int x, y, z;
 };
+/* The 16-byte vector type of the 128-bit loads and stores (accesses through it are checked by
+ * the kernels' own calls of cuemu::check_align: host code does not fault on them). */
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
@@ -86,6 +91,9 @@ void syncthreads(const char *file, int line);
 uint64_t warp_sync(unsigned mask, uint64_t bits, int op, int arg, int width, const char *file,
                    int line);
 void *dyn_smem(void);
+/* A vector access of `align` bytes at p: a FAULT (the block stops) unless p is aligned to it,
+ * as the GPU faults on a misaligned address. */
+void check_align(const void *p, unsigned align, const char *file, int line);
 void shared_decl(void *p, size_t bytes, const char *file, int line);
 
 /* One kernel launch: what the launch checks and the scheduler need. `body` runs one CUDA
@@ -210,5 +218,16 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
 {
     return cuemu::warp_t(mask, v, cuemu::SHFL_XOR, lane_mask, width, file, line);
 }
+
+/* Integer atomics and the memory fence, for a grid whose last block to finish sums the other
+ * blocks' partials in a fixed order: sequentially consistent host atomics (blocks may run on
+ * several host threads). There is no floating-point atomicAdd: the backend promises none (a sum
+ * in arrival order is not deterministic), so a kernel that uses one does not compile here. */
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 #endif

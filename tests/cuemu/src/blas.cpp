@@ -26,6 +26,9 @@ struct cuemu_lt_desc {
     cublasComputeType_t comp;
     cudaDataType_t scale;
     int ta, tb;
+    int ep;           /* cublasLtEpilogue_t */
+    const void *bias; /* BIAS_POINTER */
+    int bias_t;       /* BIAS_DATA_TYPE: -1 (D's type) or a cudaDataType_t */
 };
 struct cuemu_lt_layout {
     cudaDataType_t t;
@@ -177,12 +180,21 @@ static int shares(const mat &d, const mat *x, int batch)
     return mark_elems(*x, batch, seen, lo, true);
 }
 
+/* An epilogue of cuBLASLt (cublasLt.h): its kind, its vector and the vector's type. */
+struct epi {
+    int kind;
+    const void *bias;
+    cudaDataType_t t;
+};
+static const epi no_epi = {CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F};
+
 /* The one product: D = alpha op(A) op(B) + beta C, column-major, m x n, inner dimension k,
- * `batch` of them. C may be D itself. Checked now, computed on stream s. */
+ * `batch` of them, then the epilogue e (checked by the caller). C may be D itself. Checked
+ * now, computed on stream s. */
 static cublasStatus_t gemm(const char *who, const char *file, int line, int ta, int tb,
                            int64_t m, int64_t n, int64_t k, float alpha, mat A, mat B,
                            float beta, mat C, mat D, int batch, cublasComputeType_t comp,
-                           cudaStream_t s)
+                           cudaStream_t s, epi e = no_epi)
 {
     if (m < 0 || n < 0 || k < 0 || batch < 1)
         return bad(CUBLAS_STATUS_INVALID_VALUE, file, line, "%s: m=%lld n=%lld k=%lld batch=%d",
@@ -249,11 +261,20 @@ static cublasStatus_t gemm(const char *who, const char *file, int line, int ta, 
                             (int)m);
             else
                 std::fill(acc.begin(), acc.end(), 0.0f);
+            if (e.kind == CUBLASLT_EPILOGUE_BGRADB) /* sums of op(B)'s columns, in k order */
+                for (int64_t j = 0; j < n; j++) {
+                    float g = 0;
+                    for (int64_t p = 0; p < k; p++)
+                        g += rd(B.p, B.t, (size_t)(tb ? p * B.ld + j : j * B.ld + p));
+                    wr((void *)e.bias, e.t, (size_t)j, g);
+                }
             for (int64_t j = 0; j < n; j++)
                 for (int64_t i = 0; i < m; i++) {
                     float v = acc[(size_t)(j * m + i)];
                     if (beta != 0) /* C is not read when beta is 0: NaN there does not spread */
                         v += beta * rd(C.p, C.t, (size_t)(q * C.stride + j * C.ld + i));
+                    if (e.kind == CUBLASLT_EPILOGUE_BIAS)
+                        v += rd(e.bias, e.t, (size_t)i);
                     wr((void *)D.p, D.t, (size_t)(q * D.stride + j * D.ld + i), v);
                 }
         }
@@ -348,7 +369,8 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
                                         cudaDataType_t scale, const char *file, int line)
 {
     (void)file, (void)line;
-    *d = (cublasLtMatmulDesc_t)keep(new cuemu_lt_desc{comp, scale, 0, 0});
+    *d = (cublasLtMatmulDesc_t)keep(
+        new cuemu_lt_desc{comp, scale, 0, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1});
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -387,13 +409,35 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
         (a == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = v == CUBLAS_OP_T;
         return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_DESC_POINTER_MODE:
-    case CUBLASLT_MATMUL_DESC_EPILOGUE:
         if (attr_i32(buf, size, &v, who, file, line))
             return CUBLAS_STATUS_INVALID_VALUE;
-        if (v == 0 || (a == CUBLASLT_MATMUL_DESC_EPILOGUE && v == 1)) /* host; default */
+        if (v == 0) /* host */
             return CUBLAS_STATUS_SUCCESS;
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s: attribute %d = %d is not "
                    "emulated", who, a, v);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+        if (attr_i32(buf, size, &v, who, file, line))
+            return CUBLAS_STATUS_INVALID_VALUE;
+        if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS &&
+            v != CUBLASLT_EPILOGUE_BGRADB)
+            return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s(EPILOGUE): epilogue %d is "
+                       "not emulated (DEFAULT, BIAS and BGRADB are)", who, v);
+        d->ep = v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (size != sizeof(void *) || !buf)
+            return bad(CUBLAS_STATUS_INVALID_VALUE, file, line, "%s(BIAS_POINTER): %zu bytes "
+                       "(expected %zu)", who, size, sizeof(void *));
+        memcpy(&d->bias, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+        if (attr_i32(buf, size, &v, "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", file, line))
+            return CUBLAS_STATUS_INVALID_VALUE;
+        if (v != -1 && v != CUDA_R_32F && v != CUDA_R_16BF)
+            return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s(BIAS_DATA_TYPE): type %d is "
+                       "not emulated", who, v);
+        d->bias_t = v;
+        return CUBLAS_STATUS_SUCCESS;
     default:
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s: attribute %d is not emulated",
                    who, a);
@@ -535,6 +579,7 @@ static uint64_t signature(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
     uint64_t h = 1469598103934665603ull;
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     mix((uint64_t)op->comp), mix((uint64_t)op->ta), mix((uint64_t)op->tb);
+    mix((uint64_t)op->ep), mix((uint64_t)(int64_t)op->bias_t);
     for (cublasLtMatrixLayout_t l : {a, b, c, d}) {
         mix((uint64_t)l->t), mix(l->rows), mix(l->cols), mix((uint64_t)l->ld);
         mix((uint64_t)l->batch), mix((uint64_t)l->stride);
@@ -569,6 +614,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s: types A %d, B %d, C %d, D %d "
                    "with compute type %d are not emulated", who, a->t, b->t, c->t, d->t,
                    op->comp);
+    if (op->ep != CUBLASLT_EPILOGUE_DEFAULT &&
+        (a->batch > 1 || (op->bias_t != -1 && op->bias_t != CUDA_R_32F && op->bias_t != d->t)))
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, file, line, "%s: epilogue %d with %d batches "
+                   "and bias type %d (D's %d) is not emulated (one product; D's type or fp32)",
+                   who, op->ep, a->batch, op->bias_t, d->t);
     int noalgo = env_int("CUEMU_LT_NOALGO", 0);
     if (noalgo == 1) /* the two answers of "no algorithm" */
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -632,6 +682,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     mat mb = {B, b->t, (int64_t)b->rows, (int64_t)b->cols, b->ld, b->stride};
     mat mc = {C, c->t, (int64_t)c->rows, (int64_t)c->cols, c->ld, c->stride};
     mat md = {D, d->t, (int64_t)d->rows, (int64_t)d->cols, d->ld, d->stride};
+    epi e = {op->ep, op->bias, op->bias_t == -1 ? d->t : (cudaDataType_t)op->bias_t};
+    if (e.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+        /* BIAS reads one element per row of D, BGRADB writes one per column */
+        int64_t len = e.kind == CUBLASLT_EPILOGUE_BIAS ? m : n;
+        mat v = {e.bias, e.t, len, 1, len, 0};
+        if (!e.bias)
+            return bad(CUBLAS_STATUS_INVALID_VALUE, file, line, "%s: epilogue %d without a bias "
+                       "pointer (CUBLASLT_MATMUL_DESC_BIAS_POINTER)", who, e.kind);
+        if (len > 0 && mem_check(e.bias, (size_t)len * esize(e.t), "cublasLtMatmul bias vector",
+                                 file, line))
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        if (e.kind == CUBLASLT_EPILOGUE_BGRADB && m > 0 && n > 0)
+            for (const mat *x : {&md, &mb, &ma})
+                if (shares(v, x, 1))
+                    return bad(CUBLAS_STATUS_INVALID_VALUE, file, line, "%s: the bias gradient "
+                               "overlaps %s", who, x == &md ? "D" : x == &mb ? "B" : "A");
+        if (e.kind == CUBLASLT_EPILOGUE_BIAS && m > 0 && n > 0 && shares(md, &v, 1))
+            return bad(CUBLAS_STATUS_INVALID_VALUE, file, line, "%s: the output D overlaps the "
+                       "bias", who);
+    }
     return gemm(who, file, line, op->ta, op->tb, m, n, k, *(const float *)alpha, ma, mb,
-                *(const float *)beta, mc, md, a->batch, op->comp, s);
+                *(const float *)beta, mc, md, a->batch, op->comp, s, e);
 }

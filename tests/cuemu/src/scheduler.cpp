@@ -393,6 +393,19 @@ static void fiber_entry(bctx::transfer_t t)
 
 /* ---- what kernels call ---------------------------------------------------------------------- */
 
+void check_align(const void *p, unsigned align, const char *file, int line)
+{
+    if ((uintptr_t)p % align == 0)
+        return;
+    if (!W_ || !W.B) {
+        report_error(file, line, "a %u-byte access at %p outside a kernel", align, p);
+        return;
+    }
+    block_fault(file, line, "a %u-byte vector access at %p, which is not %u-byte aligned (a "
+                "GPU faults: misaligned address)", align, p, align);
+    fiber_abort();
+}
+
 void syncthreads(const char *file, int line)
 {
     if (!W_ || !W.B) {

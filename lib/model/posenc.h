@@ -1,0 +1,86 @@
+/* The positional terms of the encoder, in one place: every variant is a composition of the
+ * terms of config.h (tupe_cfg_terms), and the model calls these functions at the same few
+ * points whatever the variant is:
+ *
+ *   once per forward pass   tupe_posenc_fwd: what all layers share (TUPE's correlation, the
+ *                           relative and linear biases into one [H,T,T] bias, BERT-Ad's
+ *                           projections, RoPE's angles)
+ *   in every layer          tupe_posenc_qk after the Q|K|V projection (BERT-Ad's positions
+ *                           added, RoPE's rotation), tupe_posenc_bias for the attention
+ *   backward, every layer   tupe_posenc_qk_bwd after the attention's backward
+ *   backward, once          tupe_posenc_bwd: the shared terms' gradients
+ *
+ * The absolute input term (BERT's P[k]) is part of the embedding operation (embed_fwd). */
+#ifndef TUPE_POSENC_H
+#define TUPE_POSENC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/params.h"
+
+/* How the model lends arena space: kind 'r' real, 'w' wide, 'i' int32 elements. */
+typedef void (*tupe_posenc_plan_fn)(void *ctx, tupe_dev **p, size_t n, int kind);
+
+/* RoPE at evaluation beyond the trained length (tupe_posenc_rope_scaling). */
+enum tupe_rope_scaling {
+    TUPE_ROPE_PLAIN = 0,  /* the trained angles */
+    TUPE_ROPE_PI,         /* position interpolation: positions x 1/factor */
+    TUPE_ROPE_NTK         /* NTK-aware: base x factor^(d/(d-2)) */
+};
+
+typedef struct tupe_posenc {
+    tupe_config cfg;
+    unsigned terms;
+    int cap_seq;
+    /* untied absolute terms (BERT-Ad, TUPE): the table's LN, its projections, the correlation */
+    tupe_dev *p_y, *p_xh, *p_rs, *pq, *pk, *pA, *dA, *dpq, *dpk, *dpy;
+    /* the additive bias [H,T,T] (wide) and its gradient accumulator (wide) */
+    tupe_dev *bias, *G;
+    tupe_dev *buckets;    /* int32 [cap_seq, cap_seq] T5 buckets */
+    tupe_dev *rot;        /* RoPE: wide [cap_seq, d]: cos of every pair, then their sin */
+    int table_T;          /* the T the fixed tables (ALiBi bias, RoPE angles) were made for */
+    int scaling;          /* enum tupe_rope_scaling */
+    double factor;
+} tupe_posenc;
+
+/* Arena space for a capacity of cap_seq positions. */
+void tupe_posenc_plan(tupe_posenc *pe, const tupe_config *c, int cap_seq, tupe_posenc_plan_fn fn,
+                      void *ctx);
+/* After the arena exists: the tables that depend on the capacity only. */
+int tupe_posenc_setup(tupe_posenc *pe, tupe_backend *be, tupe_err *e);
+
+/* RoPE's angles at evaluation: scaling (enum tupe_rope_scaling) with factor >= 1. Other
+ * variants: TUPE_EUSAGE. */
+int tupe_posenc_rope_scaling(tupe_posenc *pe, int scaling, double factor, tupe_err *e);
+
+/* The forward pass's shared terms for sequences of T. params: the flat parameters. */
+int tupe_posenc_fwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
+                    int T, tupe_err *e);
+/* The bias every layer's attention adds ([H,T,T], wide), or NULL. */
+const tupe_dev *tupe_posenc_bias(const tupe_posenc *pe);
+/* A layer's Q|K|V ([B*T, 3D], after their biases) given its positions. */
+void tupe_posenc_qk(tupe_posenc *pe, tupe_backend *be, tupe_dev *qkv, int B, int T);
+
+/* Backward: begin (zero the accumulators), per layer with dqkv and the scores' gradient dS
+ * [B,H,T,T], then the shared terms into grads (the flat gradient buffer). */
+void tupe_posenc_bwd_begin(tupe_posenc *pe, tupe_backend *be, int T);
+void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, const tupe_dev *dS,
+                        int B, int T);
+void tupe_posenc_bwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
+                     tupe_dev *grads, int T);
+
+/* The T5 relative-position bucket of key j for query i (spec §4; num_buckets covers both
+ * directions), without the [CLS] overrides. */
+int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance);
+/* The bucket table of a configuration for a T x T attention map (row-major): TUPE-R with the
+ * [CLS] reset puts bucket 32 in column 0 and then 16 in row 0. */
+void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out);
+/* ALiBi's slope of every head (Press et al.'s rule, for any head count): out[H]. */
+void tupe_alibi_slopes(int H, double *out);
+/* RoPE's angle of pair t (0 <= t < d/2) at position p: p x base^(-2t/d). */
+double tupe_rope_angle(double base, int d, int t, double p);
+
+#endif
