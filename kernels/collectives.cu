@@ -354,9 +354,19 @@ extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why)
     nccl_link *nl = be ? PR(be)->nl : NULL;
     if (!nl)
         return;
-    pthread_mutex_lock(&nl->mu);
+    /* The lock keeps an abort from freeing the communicator under an NCCL call; but its holder
+     * may be waiting for the communication stream, which only the abort can free (a peer that
+     * died inside a collective): after a second without the lock, abort anyway, as NCCL means
+     * ncclCommAbort to be called from another thread against a hang. */
+    for (int i = 0; i < 1000; i++) {
+        if (pthread_mutex_trylock(&nl->mu) == 0) {
+            abort_locked(nl, why);
+            pthread_mutex_unlock(&nl->mu);
+            return;
+        }
+        sleep_us(1000);
+    }
     abort_locked(nl, why);
-    pthread_mutex_unlock(&nl->mu);
 }
 
 /* Starts a communication: cs waits for the compute stream's work queued so far. 0, or 1 (the
