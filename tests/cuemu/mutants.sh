@@ -29,9 +29,9 @@ MUTANTS=(
     'bucket-bias|the relative bias reads the bucket of (i, j + 1) for (i, j)|s{rel, \(size_t\)buckets\[\(size_t\)i \* ldb \+ j\]}{rel, (size_t)buckets[(size_t)i * ldb + j + 1]}'
     'bucket-gradient|the relative-table gradient sorts (i, j) under bucket + 1|s{keys\[x\] = \(unsigned\)buckets\[\(size_t\)i \* ldb \+ j\];}{keys[x] = (unsigned)(buckets[(size_t)i * ldb + j] + 1);}'
     'flash-bias-tile|the flash attention adds the bias of (i, j + 1) to the score of (i, j)|s{S\[x\] \+= bias\[\(size_t\)\(i0 \+ r\) \* T_ \+ j0 \+ c\];}{S[x] += bias[(size_t)(i0 + r) * T_ + j0 + c + 1];}'
-    'flash-key-block|the flash forward takes the keys of its last tile up to T, past the sequence'"'"'s length|s{for \(int j0 = 0; j0 < L; j0 \+= t\) \{ (/\* key tiles past[^\n]*)\n(\s*)int nc = min\(t, L - j0\);}{for (int j0 = 0; j0 < L; j0 += t) { $1\n$2int nc = min(t, T_ - j0);}'
+    'flash-key-block|the flash forward takes the keys of its last tile up to T, past the sequence'"'"'s length|s#for \(int j0 = 0; j0 < L; j0 \+= t\) \{ (/\* key tiles past[^\n]*)\n(\s*)int nc = min\(t, L - j0\);#for (int j0 = 0; j0 < L; j0 += t) { $1\n$2int nc = min(t, T_ - j0);#'
     'flash-dropout-index|the flash forward drops the score of (i, j) by the decision of (i, j + 1)|s{fl_drop\(S, t, d, g0 \+ \(size_t\)j0, T_, nr, nc\);}{fl_drop(S, t, d, g0 + (size_t)j0 + 1, T_, nr, nc);}'
-    'flash-dbias-order|the flash backward adds the sequences'"'"' bias gradients last to first|s{for \(int b = 0; b < B; b\+\+\) \{\n(\s*)int L = lens\[b\], nc = min\(nk, L - j0\);}{for (int b = B - 1; b >= 0; b--) {\n$1int L = lens[b], nc = min(nk, L - j0);}'
+    'flash-dbias-order|the flash backward adds the sequences'"'"' bias gradients last to first|s#for \(int b = 0; b < B; b\+\+\) \{\n(\s*)int L = lens\[b\], nc = min\(nk, L - j0\);#for (int b = B - 1; b >= 0; b--) {\n$1int L = lens[b], nc = min(nk, L - j0);#'
 )
 
 mkdir -p "$M"
