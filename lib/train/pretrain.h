@@ -68,7 +68,14 @@ typedef struct tupe_pretrain_opts {
     int zero;                    /* shard the optimizer over the ranks (ZeRO-1; 1) or not (0) */
     double bucket_mb;            /* MiB of gradients sent at a time (train/gradsync.h; 25) */
     int grad_reduce;             /* TUPE_REDUCE_TREE (fixed order; default) or _NCCL (train/comm.h) */
+    int objective;               /* TUPE_OBJ_MLM (default) or TUPE_OBJ_ELECTRA (model/electra.h) */
+    double generator_size;       /* ELECTRA: the generator's width as a fraction of the
+                                    discriminator's; 0 = ELECTRA's for the size (1/3 for a
+                                    768-wide model, else 1/4) */
+    double rtd_weight;           /* ELECTRA: lambda, the discriminator loss's weight (50) */
 } tupe_pretrain_opts;
+
+enum { TUPE_OBJ_MLM = 0, TUPE_OBJ_ELECTRA = 1 };
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */
 void tupe_pretrain_defaults(tupe_pretrain_opts *o);
@@ -91,8 +98,14 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
 /* Validation loss of a checkpoint on a shard directory's validation split, with the fixed
  * evaluation masks: comparable across checkpoints and variants. */
 typedef struct tupe_eval_result {
-    double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens */
+    double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens
+                                    (ELECTRA: the generator's) */
     int64_t masked, sequences;
+    int electra;                 /* the checkpoint is an ELECTRA pair: the values below are set */
+    double rtd_loss, rtd_acc;    /* the discriminator's mean binary cross-entropy and accuracy
+                                    over every non-padding token, with fixed sampling noise */
+    double replaced;             /* fraction of those tokens replaced by the generator */
+    int64_t tokens;
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);
