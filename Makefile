@@ -89,7 +89,7 @@ BIN     := $(B)/bin
 OBJ     := $(B)/obj
 
 # ---- flags -----------------------------------------------------------------------------------
-PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo libprotobuf-c
+PKGS     := jansson libzstd libarchive openblas libpng libxxhash cairo libprotobuf-c libcrypto
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -399,9 +399,10 @@ demo: deps-check all
 # gnuplot-nox (the loss curve, share/tupe/plot-loss.gp);
 # bench: time and bc (tests/bench/shard.sh); fuzz: clang with its sanitizer and libFuzzer
 # runtimes and its OpenMP (make fuzz); check-cuemu: g++ and boost.context (the emulated GPU's
-# compiler and its fibers); TensorBoard event files: protobuf-c.
+# compiler and its fibers); TensorBoard event files: protobuf-c; the proof that a connection
+# comes from a rank of the job (HMAC-SHA256, lib/train/jobauth.c): libssl-dev (libcrypto).
 DEB_PKGS := gcc g++ make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
-            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler \
+            libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev \
             fonts-dejavu-core zstd man-db \
             groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \
             gnuplot-nox libboost-context-dev openmpi-bin libopenmpi-dev mount

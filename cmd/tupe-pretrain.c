@@ -99,23 +99,7 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-pretrain", "masked-LM pre-training with every positional encoding",
                                cmds, "train"};
 
-static volatile sig_atomic_t stop_flag, announce;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (stop_flag) /* second signal: stop now, without the temporaries of a checkpoint being
-                    * saved (130 whichever the signal, as tupe(7) says) */
-        tupe_process_interrupted();
-    stop_flag = 1;
-    if (announce) { /* a step of a large model can take minutes: say that the signal was heard */
-        static const char msg[] = "tupe-pretrain: stopping after this step, with a checkpoint "
-                                  "(a second signal stops at once)\n";
-        ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void)n;
-    }
-}
-
+static volatile sig_atomic_t stop_flag;
 static int keep_steps(tupe_cli *c, const char *arg, tupe_pretrain_opts *o)
 {
     char buf[1024];
@@ -166,16 +150,18 @@ static int cmd_train(tupe_cli *c, void *opts)
         return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
     tupe_backend *be;
     tupe_comm *comm;
-    int rc = open_compute(c, a, &be, &comm);
-    if (rc)
+    /* where rank 0 writes its address and secret: an output, never inside an input */
+    int rc = tupe_cli_env_output(c, "TUPE_RENDEZVOUS_FILE");
+    if (rc || (rc = open_compute(c, a, &be, &comm)))
         return rc;
     o->init = a->ckpt;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    announce = !c->quiet && tupe_comm_rank(comm) == 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* a step of a large model can take minutes: rank 0 says that the signal was heard; a second
+     * signal stops at once, without the temporaries of a checkpoint being saved (130 whichever
+     * the signal, as tupe(7) says) */
+    tupe_process_graceful(&stop_flag, !c->quiet && tupe_comm_rank(comm) == 0
+                                          ? "tupe-pretrain: stopping after this step, with a "
+                                            "checkpoint (a second signal stops at once)\n"
+                                          : NULL);
     tupe_pretrain_result r;
     tupe_err e;
     if (tupe_pretrain_run(o, comm, be, &stop_flag, &r, &e)) {

@@ -15,7 +15,7 @@ static void attn_fwd_t(cu_priv *pr, tupe_dev *ctx, tupe_dev *probs, const tupe_d
     int D = H * dh, ld = 3 * D;
     size_t TT = (size_t)T_ * T_, n = (size_t)B * H * TT;
     float *S = (float *)scratch(pr, SC_SF, n * sizeof(float));
-    dropk dk = mkdrop(drop);
+    dropk dk = drop_bits(pr, drop, n);
     T *pd = dk.on ? (T *)scratch(pr, SC_PD, n * sizeof(T)) : NULL;
     if (!S || (dk.on && !pd))
         return;
@@ -42,7 +42,7 @@ static void attn_bwd_t(cu_priv *pr, tupe_dev *dqkv, tupe_dev *probs, const tupe_
     int D = H * dh, ld = 3 * D;
     size_t TT = (size_t)T_ * T_, n = (size_t)B * H * TT;
     float *S = (float *)scratch(pr, SC_SF, n * sizeof(float));
-    dropk dk = mkdrop(drop);
+    dropk dk = drop_bits(pr, drop, n);
     T *pd = dk.on ? (T *)scratch(pr, SC_PD, n * sizeof(T)) : NULL;
     if (!S || (dk.on && !pd))
         return;

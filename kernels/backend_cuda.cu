@@ -44,6 +44,7 @@ static void cu_destroy(tupe_backend *be)
             SYNC(pr);
         nccl_destroy(pr); /* before anything it may still use is freed */
         measure_destroy(pr);
+        drop_bits_free(pr);
         for (int i = 0; i < pr->nplans; i++)
             destroy_plan(&pr->plans[i]);
         for (int i = 0; i < SC_N; i++)

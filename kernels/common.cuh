@@ -82,6 +82,7 @@ typedef struct cu_priv {
     int nplans;
     long long gemm_lt, gemm_legacy; /* products run through each path */
     struct op_timing *tm;           /* per-operation timing (measure.cu), once asked for */
+    struct drop_masks *dm;          /* dropout keep bits kept per site (dropout.cu) */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;
     char msg[512];

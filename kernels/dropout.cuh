@@ -1,5 +1,8 @@
 /* Dropout decisions on the device, the CPU's element for element (lib/backend/pointwise.h):
- * element g of a site is kept per bit g % 8 of block g / 8. */
+ * element g of a site is kept per bit g % 8 of block g / 8. One Philox call decides a block of
+ * 8 elements; a site's keep bits are made once per block (drop_bits, dropout.cu) and kept,
+ * so that the operations of the forward and backward passes read them instead of calling
+ * Philox for each element. */
 #ifndef TUPE_KERNELS_DROPOUT_CUH
 #define TUPE_KERNELS_DROPOUT_CUH
 
@@ -8,6 +11,7 @@ struct dropk {
     uint32_t step, site, thr;
     float sc;
     int on;
+    const uint8_t *km; /* keep bits: byte k is block (base >> 3) + k; NULL: Philox per element */
 };
 
 static inline dropk mkdrop(const tupe_drop *d)
@@ -27,11 +31,17 @@ static inline dropk mkdrop(const tupe_drop *d)
     return k;
 }
 
-__device__ __forceinline__ bool keep(const dropk &d, uint64_t g)
+/* The keep bits of block `blk` (elements 8 blk .. 8 blk + 7): one Philox call. */
+__device__ __forceinline__ uint32_t keep8(const dropk &d, uint64_t blk)
 {
     TUPE_DEV_COUNT("philox_calls", 1);
+    return tupe_dropout_bits8(d.seed, d.step, d.site, blk, d.thr);
+}
+
+__device__ __forceinline__ bool keep(const dropk &d, uint64_t g)
+{
     TUPE_DEV_COUNT("dropout_decisions", 1);
-    uint32_t bits = tupe_dropout_bits8(d.seed, d.step, d.site, g >> 3, d.thr);
+    uint32_t bits = d.km ? d.km[(g >> 3) - (d.base >> 3)] : keep8(d, g >> 3);
     return (bits >> (unsigned)(g & 7u)) & 1u;
 }
 
@@ -50,5 +60,12 @@ __device__ __forceinline__ float dropv(const dropk &d, uint64_t g, float v)
         return v;
     return keep(d, g) ? v * d.sc : 0.0f;
 }
+
+/* The dropout of elements base .. base + n - 1 of the site d names, reading keep bits: those
+ * the last call for the same stream and elements made (a backward pass reads its forward's),
+ * else bits made now on the stream, one Philox call per block of 8. Without dropout (d NULL or
+ * p = 0), mkdrop(d). Host side; the bits stay until the backend is destroyed. */
+dropk drop_bits(cu_priv *pr, const tupe_drop *d, size_t n);
+void drop_bits_free(cu_priv *pr);
 
 #endif

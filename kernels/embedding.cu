@@ -45,9 +45,10 @@ static void embed_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *xhat, tupe_dev *rstd
                         const tupe_dev *gamma, const tupe_dev *beta, int B, int T_, int D,
                         double eps, const tupe_drop *drop)
 {
+    dropk dk = drop_bits(pr, drop, (size_t)B * T_ * D); /* a launch: not in the arguments */
     k_embed_fwd<T><<<(unsigned)(B * T_), BS, ln_smem(D), pr->s>>>(
         (T *)y, (T *)xhat, (float *)rstd, ids, types, lengths, (const T *)word, (const T *)pos,
-        (const T *)tt, (const T *)gamma, (const T *)beta, T_, D, (float)eps, mkdrop(drop));
+        (const T *)tt, (const T *)gamma, (const T *)beta, T_, D, (float)eps, dk);
     LAUNCHED("k_embed_fwd");
 }
 
@@ -117,8 +118,8 @@ static void embed_bwd_t(cu_priv *pr, tupe_dev *dword, tupe_dev *dpos, tupe_dev *
     int N = B * T_;
     size_t n = (size_t)N * D;
     T *s = (T *)scr;
-    k_embed_s<T><<<nblocks(n, 256), 256, 0, pr->s>>>(s, (const T *)dy, lengths, T_, D, n,
-                                                     mkdrop(drop));
+    dropk dk = drop_bits(pr, drop, n);
+    k_embed_s<T><<<nblocks(n, 256), 256, 0, pr->s>>>(s, (const T *)dy, lengths, T_, D, n, dk);
     LAUNCHED("k_embed_s");
     colsums<T>(pr, (T *)dg, (T *)db, s, (const T *)xhat, N, D, all_rows());
     rowsel tok = {lengths, T_, NULL, -1};

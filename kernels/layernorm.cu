@@ -79,9 +79,10 @@ static void ln_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *xhat, tupe_dev *rstd, c
                      const tupe_dev *res, const tupe_dev *bias, const tupe_dev *g,
                      const tupe_dev *b, int N, int D, double eps, const tupe_drop *drop)
 {
+    dropk dk = drop_bits(pr, drop, (size_t)N * D); /* a launch of its own: not in the arguments */
     k_ln_fwd<T><<<(unsigned)N, BS, ln_smem(D), pr->s>>>(
         (T *)y, (T *)xhat, (float *)rstd, (const T *)x, (const T *)res, (const T *)bias,
-        (const T *)g, (const T *)b, D, (float)eps, mkdrop(drop));
+        (const T *)g, (const T *)b, D, (float)eps, dk);
     LAUNCHED("k_ln_fwd");
 }
 
@@ -135,7 +136,8 @@ static void ln_bwd_t(cu_priv *pr, tupe_dev *dx, double dx_beta, tupe_dev *dbr, t
     if (!dx || pr->err)
         return;
     ln_bwd_rows<T>(pr, (T *)dx, (float)dx_beta, (T *)dbr, (const T *)dy, (const T *)xhat,
-                   (const float *)rstd, (const T *)g, N, D, mkdrop(drop), all_rows());
+                   (const float *)rstd, (const T *)g, N, D, drop_bits(pr, drop, (size_t)N * D),
+                   all_rows());
 }
 
 void cu_ln_bwd(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dgamma,

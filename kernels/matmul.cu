@@ -242,8 +242,8 @@ static void linear_fwd_t(cu_priv *pr, tupe_dev *y, tupe_dev *a, const tupe_dev *
     if (pr->err || (!b && !av))
         return;
     size_t n = (size_t)N * out;
-    k_bias_act<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act,
-                                                      mkdrop(drop));
+    dropk dk = av ? drop_bits(pr, drop, n) : mkdrop(NULL);
+    k_bias_act<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)y, av, (const T *)b, n, out, act, dk);
     LAUNCHED("k_bias_act");
 }
 
@@ -410,7 +410,8 @@ template <class T>
 static void act_fwd_t(cu_priv *pr, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_fwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, mkdrop(drop));
+    dropk dk = drop_bits(pr, drop, n);
+    k_act_fwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)a, (const T *)y, n, act, dk);
     LAUNCHED("k_act_fwd");
 }
 
@@ -418,8 +419,8 @@ template <class T>
 static void act_bwd_t(cu_priv *pr, tupe_dev *d, tupe_dev *a, const tupe_dev *y, size_t n, int act,
                       const tupe_drop *drop)
 {
-    k_act_bwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act,
-                                                     mkdrop(drop));
+    dropk dk = drop_bits(pr, drop, n);
+    k_act_bwd<T><<<nblocks(n, 256), 256, 0, pr->s>>>((T *)d, (T *)a, (const T *)y, n, act, dk);
     LAUNCHED("k_act_bwd");
 }
 

@@ -397,6 +397,45 @@ void tupe_cli_default(tupe_cli *c, const char *lng, const char *value)
             remember_path(c, o, value);
 }
 
+/* A guard holding every input of the command line (standard input too). */
+static int guard_inputs(tupe_cli *c, tupe_guard **gp, tupe_err *e)
+{
+    char what[64];
+    tupe_guard *g = *gp = tupe_guard_new();
+    if (!g)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < c->npaths && !rc; i++)
+        if (c->paths[i].role == PATH_IN) {
+            snprintf(what, sizeof what, "--%s", c->paths[i].opt);
+            rc = tupe_guard_input(g, c->paths[i].path, what, e);
+        }
+    if (path_role(c->cmd->args_complete, NULL) == PATH_IN)
+        for (int i = 0; i < c->nargs && !rc; i++)
+            rc = tupe_guard_input(g, c->args[i], NULL, e);
+    /* Standard input too, read by default when no file is named. */
+    if (!rc)
+        rc = tupe_guard_input(g, "-", NULL, e);
+    return rc;
+}
+
+int tupe_cli_env_output(tupe_cli *c, const char *var)
+{
+    const char *path = getenv(var);
+    if (!path || !*path)
+        return 0;
+    tupe_guard *g;
+    tupe_err e;
+    int rc = guard_inputs(c, &g, &e);
+    if (!rc && (rc = tupe_guard_output(g, path, var, TUPE_GUARD_REPLACE, &e))) {
+        char msg[TUPE_ERR_MSG];
+        snprintf(msg, sizeof msg, "%s", e.msg);
+        tupe_fail(&e, rc, "%s %.*s", var, (int)(sizeof msg - 64), msg); /* the name of the path */
+    }
+    tupe_guard_free(g);
+    return rc ? tupe_cli_error(c, &e) : 0;
+}
+
 static int check_paths(tupe_cli *c)
 {
     tupe_err e;
@@ -407,23 +446,8 @@ static int check_paths(tupe_cli *c)
     for (int i = 0; i < c->nargs; i++)
         if (!c->args[i][0])
             return tupe_cli_usage(c, "%s: an empty path is no file", c->cmd->args ? c->cmd->args : "argument");
-    tupe_guard *g = tupe_guard_new();
-    if (!g) {
-        tupe_fail(&e, TUPE_EFAIL, "out of memory");
-        return tupe_cli_error(c, &e);
-    }
-    int rc = 0;
-    for (int i = 0; i < c->npaths && !rc; i++)
-        if (c->paths[i].role == PATH_IN) {
-            snprintf(what, sizeof what, "--%s", c->paths[i].opt);
-            rc = tupe_guard_input(g, c->paths[i].path, what, &e);
-        }
-    if (path_role(c->cmd->args_complete, NULL) == PATH_IN)
-        for (int i = 0; i < c->nargs && !rc; i++)
-            rc = tupe_guard_input(g, c->args[i], NULL, &e);
-    /* Standard input too, read by default when no file is named. */
-    if (!rc)
-        rc = tupe_guard_input(g, "-", NULL, &e);
+    tupe_guard *g;
+    int rc = guard_inputs(c, &g, &e);
     for (int i = 0; i < c->npaths && !rc; i++)
         if (c->paths[i].role == PATH_OUT || c->paths[i].role == PATH_INTO) {
             snprintf(what, sizeof what, "--%s", c->paths[i].opt);

@@ -107,6 +107,10 @@ int tupe_cli_next(tupe_cli *c, const char **arg);
  * output): an output that is, lies inside or (replaced as a whole) contains an input is
  * refused with 73 before the subcommand starts; an empty path is a usage error. */
 int tupe_cli_run(tupe_cli *c, void *opts);
+/* The same check for an output named by the environment variable var (when it is set), e.g. the
+ * rendezvous file of a job's ranks: every path a program writes is an output, however it was
+ * named. 0, or the exit status with the error printed. */
+int tupe_cli_env_output(tupe_cli *c, const char *var);
 /* The value an option of the command's table has when it is not given (e.g. --data
  * glue_data), so that the rules see it too. Nothing when the option was given. */
 void tupe_cli_default(tupe_cli *c, const char *lng, const char *value);

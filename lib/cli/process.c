@@ -6,6 +6,7 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -24,6 +25,45 @@ static void on_signal(int sig)
 {
     (void)sig;
     tupe_process_interrupted();
+}
+
+static volatile sig_atomic_t *grace_flag;
+static const char *grace_msg;
+static struct timespec grace_first;
+
+static void on_graceful(int sig)
+{
+    (void)sig;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe (POSIX) */
+    if (*grace_flag) {
+        double dt = (double)(now.tv_sec - grace_first.tv_sec) +
+                    1e-9 * (double)(now.tv_nsec - grace_first.tv_nsec);
+        if (dt < TUPE_SIGNAL_SAME)
+            return; /* a copy of the first (the process and its group, both signalled) */
+        tupe_process_interrupted();
+    }
+    grace_first = now;
+    *grace_flag = 1;
+    if (grace_msg) {
+        ssize_t n = write(STDERR_FILENO, grace_msg, strlen(grace_msg));
+        (void)n;
+    }
+}
+
+void tupe_process_graceful(volatile sig_atomic_t *flag, const char *msg)
+{
+    grace_flag = flag;
+    grace_msg = msg;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_graceful;
+    sigemptyset(&sa.sa_mask);
+    /* the other one waits while the first is handled */
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* Close standard output as gnulib's close_stream does: a failed write (the error flag), or a

@@ -14,10 +14,23 @@
 #ifndef TUPE_PROCESS_H
 #define TUPE_PROCESS_H
 
+#include <signal.h>
+
 /* Install both (once per process; later calls do nothing). prog names the program in the
  * message about standard output. */
 void tupe_process_start(const char *prog);
 /* Remove the temporaries and _exit(130). Async-signal-safe. */
 void tupe_process_interrupted(void) __attribute__((noreturn));
+
+/* For a program that finishes its work on a signal (tupe-pretrain: its step, then a
+ * checkpoint): SIGINT and SIGTERM set *flag, and write `msg` (if not NULL) to standard error;
+ * a later one ends the process at once (tupe_process_interrupted). One signal counts once,
+ * however it is delivered: timeout(1) sends its SIGTERM to the process and then to its whole
+ * process group, Slurm to every process of the step, a terminal's ^C to the foreground group
+ * and a script's trap to its children again, so that copies of one signal arrive within
+ * moments of each other: a signal less than TUPE_SIGNAL_SAME seconds after the first is
+ * taken for a copy of it. */
+#define TUPE_SIGNAL_SAME 1.0
+void tupe_process_graceful(volatile sig_atomic_t *flag, const char *msg);
 
 #endif

@@ -1,5 +1,6 @@
 #include "train/comm.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +13,8 @@
 #include "backend/backend_cuda.h"
 #include "backend/pointwise.h"
 #include "base/checksum.h"
+#include "train/jobauth.h"
+#include "train/rdzvfile.h"
 #include "train/rendezvous.h"
 
 #if defined(TUPE_HAVE_MPI)
@@ -49,6 +52,7 @@ static int env_int(const char *name, int dflt)
     return *end || x < 0 || x > INT_MAX ? -1 : (int)x;
 }
 
+/* A number of seconds, or -1 when the variable holds something else. */
 static double env_seconds(const char *name, double dflt)
 {
     const char *v = getenv(name);
@@ -56,7 +60,7 @@ static double env_seconds(const char *name, double dflt)
         return dflt;
     char *end;
     double x = strtod(v, &end);
-    return *end || !(x > 0) ? dflt : x;
+    return *end || !(x > 0) || !(x <= 1e7) ? -1 : x;
 }
 
 /* ---- the rendezvous's failures reach NCCL ---------------------------------------------------- */
@@ -142,6 +146,52 @@ static uint64_t job_token(void)
     return 0;
 }
 
+/* How the ranks prove they belong to this job (tupe-pretrain(1), SECURITY): the launcher's
+ * TUPE_JOB_SECRET; under MPI, a key rank 0 makes and broadcasts; with a rendezvous file, a
+ * secret rank 0 writes there; ranks that meet at a loopback MASTER_ADDR, a secret in this
+ * user's private directory. A MASTER_ADDR that other machines reach, without a secret or a
+ * file to carry one, is refused: anyone who can reach the port could otherwise join. */
+static int job_secret(tupe_comm *c, const char *host, int port, const char *file, tupe_rdzv_opts *o,
+                      tupe_jobkey *key, char *keyfile, size_t cap, tupe_err *e)
+{
+    const char *secret = getenv("TUPE_JOB_SECRET");
+    if (secret && *secret) {
+        if (strlen(secret) < TUPE_JOBSECRET_MIN)
+            return tupe_fail(e, TUPE_EUSAGE, "TUPE_JOB_SECRET is %zu characters: at least %d, the "
+                             "same on every rank (e.g. from `openssl rand -hex 32`)", strlen(secret),
+                             TUPE_JOBSECRET_MIN);
+        int rc = tupe_jobkey_from_text(key, secret, strlen(secret), e);
+        o->key = rc ? NULL : key;
+        return rc;
+    }
+    if (c->bk == BK_MPI || !host)
+        return 0; /* MPI's broadcast, or the rendezvous file */
+    if (file) { /* MASTER_ADDR for the address, the file for the secret */
+        o->keyfile = file;
+        return 0;
+    }
+    if (!tupe_rdzv_loopback(host))
+        return tupe_fail(e, TUPE_EUSAGE, "MASTER_ADDR=%s is not the loopback: ranks on other machines "
+                         "must prove they belong to the job, or rank 0 would let in anyone who "
+                         "connects: give every rank the same TUPE_JOB_SECRET "
+                         "(e.g. export TUPE_JOB_SECRET=$(openssl rand -hex 32) before the launcher), "
+                         "or a TUPE_RENDEZVOUS_FILE on a shared file system to carry one; ranks on "
+                         "one machine can meet at MASTER_ADDR=127.0.0.1 without either", host);
+    char dir[4000];
+    int rc = tupe_rdzvfile_private_dir(dir, sizeof dir, e);
+    if (rc)
+        return rc;
+    char name[300];
+    size_t n = 0;
+    for (const char *p = host; *p && n < 200; p++, n++)
+        name[n] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-') ? *p : '_';
+    name[n] = 0;
+    snprintf(keyfile, cap, "%s/tupe-rendezvous-%s-%d", dir, name, port);
+    o->keyfile = keyfile;
+    o->file_what = "the ranks' secret file";
+    return 0;
+}
+
 static int watch(tupe_comm *c, const char *host, int port, const char *file, tupe_err *e)
 {
     tupe_rdzv_opts o;
@@ -150,9 +200,14 @@ static int watch(tupe_comm *c, const char *host, int port, const char *file, tup
     o.world = c->world;
     o.host = host;
     o.port = port;
-    o.file = file;
+    o.file = host ? NULL : file;
     o.timeout = c->timeout;
     o.job = job_token();
+    tupe_jobkey key;
+    char keyfile[4400];
+    int rc = job_secret(c, host, port, file, &o, &key, keyfile, sizeof keyfile, e);
+    if (rc)
+        return rc;
 #if defined(TUPE_HAVE_MPI)
     if (c->bk == BK_MPI) {
         o.exchange = mpi_exchange;
@@ -161,9 +216,18 @@ static int watch(tupe_comm *c, const char *host, int port, const char *file, tup
             tok = (uint64_t)getpid();
         MPI_Bcast(&tok, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
         o.job = tok;
+        if (!o.key) { /* MPI's own channel carries the key */
+            int bad = c->rank == 0 && tupe_jobauth_random(key.k, sizeof key.k, e) != 0;
+            MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            if (bad)
+                return c->rank == 0 ? TUPE_EFAIL : tupe_fail(e, TUPE_EFAIL, "rank 0 has no random numbers");
+            MPI_Bcast(key.k, (int)sizeof key.k, MPI_BYTE, 0, MPI_COMM_WORLD);
+            o.key = &key;
+        }
     }
 #endif
-    int rc = tupe_rdzv_open(&c->z, &o, e);
+    rc = tupe_rdzv_open(&c->z, &o, e);
+    tupe_jobauth_wipe(&key, sizeof key);
     if (!rc)
         tupe_rdzv_on_failure(c->z, on_failure, c);
     return rc;
@@ -249,6 +313,17 @@ int tupe_comm_init(tupe_comm **cp, tupe_err *e)
         c->world = env_int("WORLD_SIZE", 1);
         c->local = env_int("LOCAL_RANK", 0);
     }
+    if (c->timeout < 0) {
+        free(c);
+        return tupe_fail(e, TUPE_EUSAGE, "TUPE_COMM_TIMEOUT=%s is not a number of seconds (more "
+                         "than 0, at most 10000000)", getenv("TUPE_COMM_TIMEOUT"));
+    }
+    if (c->world > TUPE_RDZV_MAX_WORLD) {
+        int w = c->world;
+        free(c);
+        return tupe_fail(e, TUPE_EUSAGE, "the launcher says the world has %d ranks: at most %d",
+                         w, TUPE_RDZV_MAX_WORLD);
+    }
     if (c->rank < 0 || c->world < 1 || c->local < 0 || c->rank >= c->world) {
         free(c);
         return tupe_fail(e, TUPE_EUSAGE, "inconsistent rank environment (rank must be in 0..world-1)");
@@ -266,7 +341,7 @@ int tupe_comm_init(tupe_comm **cp, tupe_err *e)
             rc = tupe_fail(e, TUPE_EUSAGE, "MASTER_PORT=%s is not a port number", getenv("MASTER_PORT"));
         } else if (!mpi_launched && (host || file)) {
             c->bk = BK_TCP;
-            rc = watch(c, host, host ? port : (getenv("MASTER_PORT") ? port : 0), host ? NULL : file, e);
+            rc = watch(c, host, host ? port : (getenv("MASTER_PORT") ? port : 0), file, e);
         } else {
 #if defined(TUPE_HAVE_MPI)
             rc = mpi_join(c, e);

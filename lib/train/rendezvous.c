@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -22,15 +23,18 @@
 #include "base/byteorder.h"
 #include "base/fileio.h"
 #include "base/progress.h"
+#include "train/jobauth.h"
+#include "train/rdzvfile.h"
 
 /* Frames: a 16-byte header (type, sender's rank, payload length; little-endian) and the
  * payload. */
 #define PROTO 0x45505554u /* "TUPE" */
-#define PROTO_VERSION 1
-enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_BEAT, F_TABLE, F_ABORT, F_BYE };
+#define PROTO_VERSION 2
+enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_BEAT, F_TABLE, F_ABORT, F_BYE, F_CHALLENGE,
+       F_PROOF, F_ADMIT };
 enum { K_DATA = 0, K_CONTROL = 1 };
 #define HDR 16
-#define HELLO_BYTES 24
+#define HELLO_BYTES (24 + TUPE_JOBNONCE_BYTES)
 #define TEXT_MAX 600
 #define ADDR_MAX 1024 /* "HOST PORT" and rank 0's addresses */
 
@@ -39,7 +43,12 @@ struct tupe_rdzv {
     double timeout, beat;
     uint64_t job;
     char where[300];
-    char file[4096];             /* rank 0's rendezvous file, removed at the end */
+    char file[4096];             /* the job's file: rank 0's address and the secret, or the secret */
+    char what[64];               /* its name in messages */
+    int file_addr;               /* whether the others take rank 0's address from it */
+    tupe_rdzvfile rf;            /* rank 0: the file it made */
+    tupe_jobkey key;             /* the job's key */
+    int given_key, have_key;     /* the launcher's (TUPE_JOB_SECRET, MPI); known yet */
     int lfd;                     /* rank 0's listening socket */
     int *data, *ctl;             /* rank 0: one per rank (index 0 unused); others: [0] */
     pthread_t th;
@@ -300,7 +309,12 @@ static void *watch(void *arg)
 
 /* ---- meeting ------------------------------------------------------------------------------ */
 
-static void hello_put(unsigned char *h, const tupe_rdzv *z, int kind)
+/* A connection's first words, the hello (HELLO_BYTES): magic, version, rank, world, kind,
+ * job token, the sender's random number. Rank 0 answers with its own random number and its
+ * proof (HMAC of the hello and that number, labelled rank 0's); the rank with its proof
+ * (labelled the others'); only then does rank 0 read what the hello says, and admits the
+ * connection or refuses it, saying why. */
+static int hello_put(unsigned char *h, const tupe_rdzv *z, int kind, tupe_err *e)
 {
     tupe_put32le(h, PROTO);
     tupe_put32le(h + 4, PROTO_VERSION);
@@ -308,9 +322,40 @@ static void hello_put(unsigned char *h, const tupe_rdzv *z, int kind)
     tupe_put32le(h + 12, (uint32_t)z->world);
     tupe_put32le(h + 16, (uint32_t)kind);
     tupe_put32le(h + 20, (uint32_t)(z->job ^ (z->job >> 32)));
+    return tupe_jobauth_random(h + 24, TUPE_JOBNONCE_BYTES, e);
 }
 
-static int listen_on(tupe_rdzv *z, int port, tupe_err *e)
+static const char LABEL0[] = "tupe rendezvous: rank 0", LABELN[] = "tupe rendezvous: a rank";
+
+/* Whether MASTER_ADDR names only the loopback (it may then be reached from this machine
+ * alone). */
+int tupe_rdzv_loopback(const char *host)
+{
+    size_t hl = strlen(host);
+    if (strcasecmp(host, "localhost") == 0 || (hl > 10 && strcasecmp(host + hl - 10, ".localhost") == 0))
+        return 1; /* RFC 6761 6.3, resolved or not */
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return 0;
+    int loop = res != NULL;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET)
+            loop &= (ntohl(((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+        else if (a->ai_family == AF_INET6) {
+            const struct in6_addr *s = &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr;
+            loop &= IN6_IS_ADDR_LOOPBACK(s) || (IN6_IS_ADDR_V4MAPPED(s) && s->s6_addr[12] == 127);
+        } else
+            loop = 0;
+    }
+    freeaddrinfo(res);
+    return loop;
+}
+
+/* Rank 0 listens at host (MASTER_ADDR: only there, as the man page promises), or on every
+ * interface when the address travels another way (a rendezvous file, MPI). */
+static int listen_on(tupe_rdzv *z, const char *host, int port, tupe_err *e)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -319,21 +364,27 @@ static int listen_on(tupe_rdzv *z, int port, tupe_err *e)
     hints.ai_flags = AI_PASSIVE;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int g = getaddrinfo(NULL, ps, &hints, &res);
+    int g = getaddrinfo(host, ps, &hints, &res);
+    size_t hl = host ? strlen(host) : 0;
+    if (g && host && (strcasecmp(host, "localhost") == 0 ||
+                      (hl > 10 && strcasecmp(host + hl - 10, ".localhost") == 0)))
+        g = getaddrinfo("127.0.0.1", ps, &hints, &res);
     if (g)
-        return tupe_fail(e, TUPE_EFAIL, "rendezvous: port %d: %s", port, gai_strerror(g));
+        return tupe_fail(e, TUPE_EFAIL, "rendezvous: %s%sport %d: %s", host ? host : "",
+                         host ? " " : "", port, gai_strerror(g));
     int err = 0;
-    /* IPv6 first where it also takes IPv4 */
+    /* any address: IPv6 first where it also takes IPv4; a named one: IPv4 first (what
+     * "localhost" means to most) */
     for (int pass = 0; pass < 2 && z->lfd < 0; pass++)
         for (struct addrinfo *a = res; a && z->lfd < 0; a = a->ai_next) {
-            if ((pass == 0) != (a->ai_family == AF_INET6))
+            if ((pass == 0) != ((a->ai_family == AF_INET6) == !host))
                 continue;
-            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
             if (fd < 0)
                 continue;
             int one = 1, zero = 0;
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (a->ai_family == AF_INET6)
+            if (a->ai_family == AF_INET6 && !host)
                 setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
             if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 256) == 0)
                 z->lfd = fd;
@@ -344,9 +395,11 @@ static int listen_on(tupe_rdzv *z, int port, tupe_err *e)
         }
     freeaddrinfo(res);
     if (z->lfd < 0)
-        return tupe_fail_errno(e, TUPE_EFAIL, err, "rendezvous: rank 0 cannot listen on port %d%s",
-                               port, err == EADDRINUSE ? " (another job there? choose another "
-                               "MASTER_PORT)" : "");
+        return tupe_fail_errno(e, TUPE_EFAIL, err, "rendezvous: rank 0 cannot listen at %s%sport %d%s",
+                               host ? host : "", host ? " " : "", port,
+                               err == EADDRINUSE ? " (another job there? choose another MASTER_PORT)"
+                               : err == EADDRNOTAVAIL ? " (MASTER_ADDR is not an address of rank 0's "
+                               "machine)" : "");
     return 0;
 }
 
@@ -367,91 +420,186 @@ static void refuse_all(tupe_rdzv *z, const char *why)
             send_frame(z->data[k], F_REFUSE, 0, why, strlen(why));
 }
 
+/* A connection that has not yet proven it is a rank of this job: it has PEND_SECS to do so,
+ * and at most PEND_MAX wait at once (a new one pushes out the oldest), so that strangers that
+ * connect and say nothing neither lock the ranks out nor keep rank 0 busy. */
+#define PEND_MAX 64
+#define PEND_SECS 5.0
+typedef struct pend {
+    int fd, stage; /* 0: its hello is coming; 1: its proof */
+    double until;
+    size_t have;
+    unsigned char in[HDR + HELLO_BYTES];
+    unsigned char hello[HELLO_BYTES], nonce[TUPE_JOBNONCE_BYTES];
+} pend;
+
+static void drop(pend *p, int *npend, int i)
+{
+    close(p[i].fd);
+    p[i] = p[--*npend];
+}
+
+/* Rank 0 takes in what came on pending connection p: *gone when it is to be dropped, *in when
+ * it is a rank of this job, admitted; 0, or an error that ends the rendezvous. */
+static int pend_step(tupe_rdzv *z, pend *p, int *gone, int *in, tupe_err *e)
+{
+    int rc;
+    size_t want = p->stage == 0 ? HDR + HELLO_BYTES : HDR + TUPE_JOBMAC_BYTES;
+    ssize_t k = recv(p->fd, p->in + p->have, want - p->have, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    *gone = 1;
+    if (k <= 0)
+        return 0;
+    p->have += (size_t)k;
+    *gone = 0;
+    if (p->have < want)
+        return 0;
+    *gone = 1; /* unless all is well below */
+    const unsigned char *h = p->in, *b = p->in + HDR;
+    if (p->stage == 0) {
+        /* not one of ours (a port scan, a stray client): dropped, without a word */
+        if (tupe_get32le(h) != F_HELLO || tupe_get64le(h + 8) != HELLO_BYTES || tupe_get32le(b) != PROTO)
+            return 0;
+        if (tupe_get32le(b + 4) != PROTO_VERSION) { /* told, but the job goes on */
+            char why[200];
+            snprintf(why, sizeof why, "rank 0 runs another version of tupe's rendezvous (%d, this "
+                     "rank %u)", PROTO_VERSION, tupe_get32le(b + 4));
+            unsigned char f[HDR + sizeof why];
+            size_t n = strlen(why);
+            hdr_put(f, F_REFUSE, 0, n);
+            memcpy(f + HDR, why, n);
+            ssize_t w = send(p->fd, f, HDR + n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            return 0;
+        }
+        unsigned char f[HDR + TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES];
+        memcpy(p->hello, b, HELLO_BYTES);
+        if ((rc = tupe_jobauth_random(p->nonce, sizeof p->nonce, e)) ||
+            (rc = tupe_jobauth_mac(&z->key, LABEL0, p->hello, HELLO_BYTES, p->nonce, sizeof p->nonce,
+                                   f + HDR + TUPE_JOBNONCE_BYTES, e)))
+            return rc;
+        hdr_put(f, F_CHALLENGE, 0, TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES);
+        memcpy(f + HDR, p->nonce, sizeof p->nonce);
+        if (send(p->fd, f, sizeof f, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof f)
+            return 0;
+        p->stage = 1;
+        p->have = 0;
+        *gone = 0;
+        return 0;
+    }
+    if (tupe_get32le(h) != F_PROOF || tupe_get64le(h + 8) != TUPE_JOBMAC_BYTES ||
+        !tupe_jobauth_check(&z->key, LABELN, p->hello, HELLO_BYTES, p->nonce, sizeof p->nonce, b))
+        return 0; /* no proof: not of this job */
+    /* a rank of this job: what its hello says is true of it */
+    const unsigned char *q = p->hello;
+    int rank = (int)tupe_get32le(q + 8), world = (int)tupe_get32le(q + 12);
+    int kind = (int)tupe_get32le(q + 16);
+    uint32_t job = tupe_get32le(q + 20);
+    char why[TEXT_MAX] = "";
+    if (job != (uint32_t)(z->job ^ (z->job >> 32))) {
+        const char *no = "rank 0 belongs to another job (TUPE_JOB_ID, SLURM_JOB_ID)";
+        send_frame(p->fd, F_REFUSE, 0, no, strlen(no));
+        return 0;
+    } else if (world != z->world)
+        snprintf(why, sizeof why, "ranks disagree on the world size: rank %d was started "
+                 "as one of %d ranks, rank 0 as one of %d", rank, world, z->world);
+    else if (rank < 1 || rank >= z->world)
+        snprintf(why, sizeof why, "a rank %d came to a world of %d", rank, z->world);
+    else if (kind != K_DATA && kind != K_CONTROL)
+        snprintf(why, sizeof why, "rank %d opened a connection of kind %d", rank, kind);
+    else if ((kind == K_DATA ? z->data : z->ctl)[rank] >= 0)
+        snprintf(why, sizeof why, "rank %d came twice (two processes were given the same "
+                 "RANK)", rank);
+    if (why[0]) {
+        send_frame(p->fd, F_REFUSE, 0, why, strlen(why));
+        refuse_all(z, why);
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: %s", z->where, why);
+    }
+    int fl = fcntl(p->fd, F_GETFL);
+    if (fl < 0 || fcntl(p->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        return 0;
+    nodelay(p->fd);
+    if (send_frame(p->fd, F_ADMIT, 0, NULL, 0))
+        return 0;
+    (kind == K_DATA ? z->data : z->ctl)[rank] = p->fd;
+    *gone = 0;
+    *in = 1;
+    return 0;
+}
+
 /* Rank 0: every other rank's two connections, or an error naming who did not come. */
 static int accept_all(tupe_rdzv *z, tupe_err *e)
 {
     double end = tupe_now() + z->timeout;
-    int have = 0, need = 2 * (z->world - 1), npend = 0;
-    int pend[64];
-    while (have < need) {
-        struct pollfd pf[65];
+    int have = 0, need = 2 * (z->world - 1), npend = 0, rc = 0;
+    pend *p = calloc(PEND_MAX, sizeof *p);
+    if (!p)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    while (have < need && !rc) {
+        struct pollfd pf[PEND_MAX + 1];
+        double now = tupe_now(), wake = end;
+        for (int i = npend - 1; i >= 0; i--)
+            if (p[i].until <= now)
+                drop(p, &npend, i); /* silent for too long */
         int m = 0;
         pf[m++] = (struct pollfd){z->lfd, POLLIN, 0};
-        for (int i = 0; i < npend; i++)
-            pf[m++] = (struct pollfd){pend[i], POLLIN, 0};
-        double left = end - tupe_now();
-        if (left <= 0) {
+        for (int i = 0; i < npend; i++) {
+            pf[m++] = (struct pollfd){p[i].fd, POLLIN, 0};
+            if (p[i].until < wake)
+                wake = p[i].until;
+        }
+        if (now >= end) {
             char who[300] = "";
             size_t at = 0;
             for (int k = 1; k < z->world && at < sizeof who - 16; k++)
                 if (z->data[k] < 0 || z->ctl[k] < 0)
                     at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", at ? ", " : "", k);
-            int rc = tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank%s %s of %d did not come within "
-                               "%.0f s (TUPE_COMM_TIMEOUT; were they started, with the same "
-                               "MASTER_ADDR/MASTER_PORT or rendezvous file?)", z->where,
-                               strchr(who, ',') ? "s" : "", who, z->world, z->timeout);
+            rc = tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank%s %s of %d did not come within "
+                           "%.0f s (TUPE_COMM_TIMEOUT; were they started, with the same "
+                           "MASTER_ADDR/MASTER_PORT or rendezvous file and secret?)", z->where,
+                           strchr(who, ',') ? "s" : "", who, z->world, z->timeout);
             refuse_all(z, e->msg);
-            for (int i = 0; i < npend; i++)
-                close(pend[i]);
-            return rc;
+            break;
         }
+        double left = wake - now;
         int r = poll(pf, (nfds_t)m, left < 0.2 ? (int)(left * 1000) + 1 : 200);
         if (r <= 0)
             continue;
-        if ((pf[0].revents & POLLIN) && npend < 64) {
-            int fd = accept4(z->lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0)
-                pend[npend++] = fd;
+        for (int i = npend - 1; i >= 0 && !rc; i--) {
+            if (!pf[i + 1].revents)
+                continue;
+            int gone = 0, in = 0;
+            rc = pend_step(z, &p[i], &gone, &in, e);
+            if (rc)
+                break;
+            if (in) {
+                have++;
+                p[i] = p[--npend]; /* its descriptor is the rank's now */
+            } else if (gone)
+                drop(p, &npend, i);
         }
-        for (int i = m - 1; i >= 1; i--) {
-            if (!pf[i].revents)
-                continue;
-            int fd = pf[i].fd;
-            pend[i - 1] = pend[--npend];
-            unsigned char h[HDR + HELLO_BYTES];
-            struct timeval tv = {2, 0};
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-            if (recv(fd, h, sizeof h, MSG_WAITALL) != (ssize_t)sizeof h ||
-                tupe_get32le(h) != F_HELLO || tupe_get32le(h + HDR) != PROTO) {
-                close(fd); /* not one of ours (a port scan, a stale client) */
-                continue;
+        /* every waiting connection, each at once: the listening socket never stays ready */
+        for (int n = 0; !rc && (pf[0].revents & POLLIN) && n < PEND_MAX; n++) {
+            int fd = accept4(z->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0)
+                break;
+            if (npend == PEND_MAX) {
+                int old = 0;
+                for (int i = 1; i < npend; i++)
+                    if (p[i].until < p[old].until)
+                        old = i;
+                drop(p, &npend, old);
             }
-            const unsigned char *p = h + HDR;
-            int rank = (int)tupe_get32le(p + 8), world = (int)tupe_get32le(p + 12);
-            int kind = (int)tupe_get32le(p + 16);
-            uint32_t job = tupe_get32le(p + 20);
-            char why[TEXT_MAX] = "";
-            if (tupe_get32le(p + 4) != PROTO_VERSION)
-                snprintf(why, sizeof why, "rank %d runs another version of tupe's rendezvous "
-                         "(%u, rank 0 %d)", rank, tupe_get32le(p + 4), PROTO_VERSION);
-            else if (job != (uint32_t)(z->job ^ (z->job >> 32))) {
-                const char *no = "rank 0 belongs to another job (TUPE_JOB_ID, SLURM_JOB_ID)";
-                send_frame(fd, F_REFUSE, 0, no, strlen(no));
-                close(fd);
-                continue;
-            } else if (world != z->world)
-                snprintf(why, sizeof why, "ranks disagree on the world size: rank %d was started "
-                         "as one of %d ranks, rank 0 as one of %d", rank, world, z->world);
-            else if (rank < 1 || rank >= z->world)
-                snprintf(why, sizeof why, "a rank %d came to a world of %d", rank, z->world);
-            else if ((kind == K_DATA ? z->data : z->ctl)[rank] >= 0)
-                snprintf(why, sizeof why, "rank %d came twice (two processes were given the same "
-                         "RANK)", rank);
-            if (why[0]) {
-                send_frame(fd, F_REFUSE, 0, why, strlen(why));
-                close(fd);
-                refuse_all(z, why);
-                for (int q = 0; q < npend; q++)
-                    close(pend[q]);
-                return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: %s", z->where, why);
-            }
-            struct timeval zero = {0, 0};
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero);
-            nodelay(fd);
-            (kind == K_DATA ? z->data : z->ctl)[rank] = fd;
-            have++;
+            p[npend] = (pend){.fd = fd, .until = tupe_now() + (z->timeout < PEND_SECS ? z->timeout : PEND_SECS)};
+            npend++;
         }
     }
+    for (int i = 0; i < npend; i++)
+        close(p[i].fd);
+    free(p);
+    if (rc)
+        return rc;
     for (int k = 1; k < z->world; k++)
         if (send_frame(z->data[k], F_WELCOME, 0, NULL, 0))
             return tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank %d left during the handshake",
@@ -459,9 +607,53 @@ static int accept_all(tupe_rdzv *z, tupe_err *e)
     return 0;
 }
 
-/* One connection to rank 0 at host:port with its hello, or -1. */
-/* why: the reason of the last failure, for the message of a rank that gives up. */
-static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char *why, size_t cap)
+/* Exactly n bytes from fd before `until` (a time of tupe_now): 0, or -1 (why says what). */
+static int recv_until(int fd, void *buf, size_t n, double until, char *why, size_t cap)
+{
+    char *p = buf;
+    while (n > 0) {
+        double left = until - tupe_now();
+        if (left <= 0) { /* a reason from an earlier try, if any, says more */
+            if (!why[0] || strstr(why, "did not answer"))
+                snprintf(why, cap, "rank 0 did not answer the hello");
+            return -1;
+        }
+        struct pollfd pf = {fd, POLLIN, 0};
+        int r = poll(&pf, 1, left < 0.2 ? (int)(left * 1000) + 1 : 200);
+        if (r <= 0)
+            continue;
+        ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (k <= 0) {
+            snprintf(why, cap, "the connection closed during the handshake (rank 0 did not take "
+                     "this rank for one of its job's: another job's rank 0 there, or another "
+                     "secret?)");
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Rank 0's refusal of n bytes after its header in a: -2 with its words in why (-1 if they do
+ * not come); fd closed. */
+static int refused(int fd, unsigned char *a, size_t n, double until, char *why, size_t cap)
+{
+    int rc = recv_until(fd, a + HDR, n, until, why, cap);
+    a[HDR + (rc ? 0 : n)] = 0;
+    close(fd);
+    if (rc)
+        return -1;
+    snprintf(why, cap, "%s", (char *)a + HDR);
+    return -2;
+}
+
+/* One connection to rank 0 at host:port, proven both ways: its descriptor, or -1 (retry; why
+ * says why), or -2 when rank 0 refused this rank (why holds its words). */
+static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, double end, char *why,
+                size_t cap)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -492,11 +684,60 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, char
     freeaddrinfo(res);
     if (fd < 0)
         return -1;
-    unsigned char h[HDR + HELLO_BYTES];
+    unsigned char h[HDR + HELLO_BYTES], a[HDR + TEXT_MAX], proof[HDR + TUPE_JOBMAC_BYTES];
+    tupe_err e;
     hdr_put(h, F_HELLO, z->rank, HELLO_BYTES);
-    hello_put(h + HDR, z, kind);
+    if (hello_put(h + HDR, z, kind, &e)) {
+        snprintf(why, cap, "%.250s", e.msg);
+        close(fd);
+        return -1;
+    }
     if (send_all(fd, h, sizeof h)) {
         snprintf(why, cap, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    double until = tupe_now() + PEND_SECS;
+    if (until > end) /* the rank's own deadline comes first */
+        until = end;
+    if (recv_until(fd, a, HDR, until, why, cap)) {
+        close(fd);
+        return -1;
+    }
+    uint32_t type = tupe_get32le(a);
+    uint64_t n = tupe_get64le(a + 8);
+    if (type == F_REFUSE && n < TEXT_MAX)
+        return refused(fd, a, (size_t)n, until, why, cap);
+    const unsigned char *nonce = a + HDR, *mac = a + HDR + TUPE_JOBNONCE_BYTES;
+    int bad = type != F_CHALLENGE || n != TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES;
+    if (!bad && recv_until(fd, a + HDR, (size_t)n, until, why, cap)) {
+        close(fd);
+        return -1;
+    }
+    if (bad || !tupe_jobauth_check(&z->key, LABEL0, h + HDR, HELLO_BYTES, nonce, TUPE_JOBNONCE_BYTES, mac)) {
+        snprintf(why, cap, "what answers at %s:%s did not prove it is this job's rank 0 (another "
+                 "job's there, or another TUPE_JOB_SECRET?)", host, port);
+        close(fd);
+        return -1;
+    }
+    hdr_put(proof, F_PROOF, z->rank, TUPE_JOBMAC_BYTES);
+    if (tupe_jobauth_mac(&z->key, LABELN, h + HDR, HELLO_BYTES, nonce, TUPE_JOBNONCE_BYTES,
+                         proof + HDR, &e) || send_all(fd, proof, sizeof proof)) {
+        snprintf(why, cap, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    /* admitted, or refused with the reason (another world size, a rank that came twice) */
+    if (recv_until(fd, a, HDR, until, why, cap)) {
+        close(fd);
+        return -1;
+    }
+    type = tupe_get32le(a);
+    n = tupe_get64le(a + 8);
+    if (type == F_REFUSE && n < TEXT_MAX)
+        return refused(fd, a, (size_t)n, until, why, cap);
+    if (type != F_ADMIT || n != 0) {
+        snprintf(why, cap, "rank 0 answered the proof with frame %u", type);
         close(fd);
         return -1;
     }
@@ -543,6 +784,39 @@ static void own_addrs(char *buf, size_t cap)
     freeifaddrs(ifs);
 }
 
+/* The job's file as the others read it: rank 0's address (when the file carries it) and the
+ * secret (unless the launcher gave it). 0; -1 while it is not there yet (why says so); or an
+ * error when it is no file to trust. */
+static int read_jobfile(tupe_rdzv *z, char *host, size_t hcap, char *port, size_t pcap, char *alts,
+                        size_t acap, char *why, size_t wcap, tupe_err *e)
+{
+    char txt[TUPE_RDZVFILE_MAX], addr[ADDR_MAX], secret[TUPE_JOBSECRET_HEX + 8];
+    tupe_err fe;
+    int rc = tupe_rdzvfile_read(z->file, z->what, txt, sizeof txt, &fe);
+    if (rc == TUPE_ENOINPUT || rc == TUPE_EDATA) {
+        snprintf(why, wcap, "%.250s", fe.msg);
+        return -1;
+    }
+    if (rc)
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: %s", fe.msg);
+    if (z->file_addr) {
+        if (tupe_rdzvfile_get(txt, "addr", addr, sizeof addr) ||
+            parse_addr(addr, host, hcap, port, pcap, alts, acap))
+            return tupe_fail(e, TUPE_EUSAGE, "rendezvous: %s %s names no address", z->what, z->file);
+        snprintf(z->where, sizeof z->where, "%s:%s", host, port);
+    }
+    if (!z->given_key) {
+        if (tupe_rdzvfile_get(txt, "secret", secret, sizeof secret) || strlen(secret) != TUPE_JOBSECRET_HEX)
+            return tupe_fail(e, TUPE_EUSAGE, "rendezvous: %s %s holds no secret (and TUPE_JOB_SECRET "
+                             "is not set on this rank: is it on rank 0?)", z->what, z->file);
+        if ((rc = tupe_jobkey_from_text(&z->key, secret, strlen(secret), e)))
+            return rc;
+        tupe_jobauth_wipe(secret, sizeof secret);
+    }
+    z->have_key = 1;
+    return 0;
+}
+
 /* The others: both connections and rank 0's welcome, retrying until the timeout. */
 static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *alts0,
                 tupe_err *e)
@@ -558,54 +832,54 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
     char why[300] = "";
     for (int tries = 0;; tries++) {
         if (z->file[0]) { /* rank 0 (re)writes it when it starts: read it again each time */
-            char *txt = NULL;
-            size_t n = 0;
-            tupe_err fe;
-            if (tupe_read_file(z->file, &txt, &n, 4096, &fe) == 0 &&
-                parse_addr(txt, host, sizeof host, port, sizeof port, alts, sizeof alts) == 0)
-                snprintf(z->where, sizeof z->where, "%s:%s", host, port);
-            free(txt);
+            int rc = read_jobfile(z, host, sizeof host, port, sizeof port, alts, sizeof alts, why,
+                                  sizeof why, e);
+            if (rc > 0)
+                return rc;
         }
         /* the host name first, then rank 0's own addresses */
         char cand[256];
         const char *at = host, *next = alts;
         int d = -1, c = -1;
-        while (host[0] && (d = dial(z, at, port, K_DATA, why, sizeof why)) < 0) {
+        while (host[0] && z->have_key && (d = dial(z, at, port, K_DATA, end, why, sizeof why)) == -1) {
             int used = 0;
             if (sscanf(next, "%255s%n", cand, &used) != 1)
                 break;
             next += used;
             at = cand;
         }
-        if (d >= 0) {
-            c = dial(z, at, port, K_CONTROL, why, sizeof why);
-            if (d >= 0 && c >= 0) {
-                uint32_t type = 0;
-                int from;
-                size_t len = 0;
-                char text[TEXT_MAX];
-                tupe_err re;
-                int rc = recv_frame(NULL, d, &type, &from, text, sizeof text - 1, &len,
-                                    "rank 0", &re);
-                text[rc ? 0 : len] = 0;
-                if (!rc && type == F_WELCOME) {
-                    z->data[0] = d;
-                    z->ctl[0] = c;
-                    return 0;
-                }
-                close(d);
-                close(c);
-                if (!rc && type == F_REFUSE)
-                    return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: rank 0 turned rank %d away: %s",
-                                     z->where, z->rank, text);
-            } else if (d >= 0)
-                close(d);
+        if (d >= 0 && (c = dial(z, at, port, K_CONTROL, end, why, sizeof why)) >= 0) {
+            /* admitted: rank 0 welcomes every rank once all have come, or refuses them, within
+             * its TUPE_COMM_TIMEOUT, which began before this rank came */
+            uint32_t type = 0;
+            int from;
+            size_t len = 0;
+            char text[TEXT_MAX];
+            tupe_err re;
+            int rc = recv_frame(z, d, &type, &from, text, sizeof text - 1, &len, "rank 0", &re);
+            text[rc ? 0 : len] = 0;
+            if (!rc && type == F_WELCOME) {
+                z->data[0] = d;
+                z->ctl[0] = c;
+                return 0;
+            }
+            close(d);
+            close(c);
+            if (!rc && type == F_REFUSE)
+                return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: rank 0 turned rank %d away: %s",
+                                 z->where, z->rank, text);
+            return tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank %d was admitted, but rank 0's "
+                             "welcome did not come: %s", z->where, z->rank, rc ? re.msg : "another frame");
         }
+        if (d >= 0)
+            close(d);
+        if (d == -2 || c == -2)
+            return tupe_fail(e, TUPE_EUSAGE, "rendezvous at %s: rank 0 turned rank %d away: %s",
+                             z->where, z->rank, why);
         if (tupe_now() > end)
             return tupe_fail(e, TUPE_EFAIL, "rendezvous: rank %d could not reach rank 0 at %s within "
-                             "%.0f s (%s; TUPE_COMM_TIMEOUT)", z->rank, host[0] ? z->where : z->file,
-                             z->timeout, !host[0] ? "no address in the rendezvous file yet"
-                             : why);
+                             "%.0f s (TUPE_COMM_TIMEOUT): %s", z->rank, host[0] ? z->where : z->file,
+                             z->timeout, why[0] ? why : "no address in the rendezvous file yet");
         struct timespec ts = {0, (tries < 10 ? 50 : 200) * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -614,11 +888,14 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
 int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
 {
     *out = NULL;
-    if (o->world < 2 || o->rank < 0 || o->rank >= o->world)
-        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: rank %d of %d", o->rank, o->world);
+    if (o->world < 2 || o->rank < 0 || o->rank >= o->world || o->world > TUPE_RDZV_MAX_WORLD)
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: rank %d of %d (at most %d ranks)", o->rank,
+                         o->world, TUPE_RDZV_MAX_WORLD);
     if (!o->host && !o->file && !o->exchange)
         return tupe_fail(e, TUPE_EUSAGE, "rendezvous: no address for rank 0 (MASTER_ADDR and "
                          "MASTER_PORT, or TUPE_RENDEZVOUS_FILE)");
+    if (!o->key && !o->file && !o->keyfile)
+        return tupe_fail(e, TUPE_EUSAGE, "rendezvous: no way to share the job's secret");
     tupe_rdzv *z = calloc(1, sizeof *z);
     int n = o->world;
     if (!z || !(z->data = malloc((size_t)n * sizeof *z->data)) ||
@@ -639,30 +916,52 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
     z->wake[0] = z->wake[1] = -1;
     for (int k = 0; k < n; k++)
         z->data[k] = z->ctl[k] = -1;
-    if (o->file)
-        snprintf(z->file, sizeof z->file, "%s", o->file);
+    if (o->key) {
+        z->key = *o->key;
+        z->given_key = z->have_key = 1;
+    }
+    const char *jf = o->file ? o->file : o->keyfile;
+    if (jf) {
+        snprintf(z->file, sizeof z->file, "%s", jf);
+        snprintf(z->what, sizeof z->what, "%s", o->file_what ? o->file_what : "TUPE_RENDEZVOUS_FILE");
+        z->file_addr = o->file && !o->host;
+    }
     snprintf(z->where, sizeof z->where, "%s:%d", o->host ? o->host : "?", o->port);
     int rc = 0;
     if (z->rank == 0) {
-        if ((rc = listen_on(z, o->port, e)) == 0) {
+        char secret[TUPE_JOBSECRET_HEX + 1] = "";
+        if (!z->have_key && !(rc = tupe_jobsecret_new(secret, e)))
+            rc = tupe_jobkey_from_text(&z->key, secret, strlen(secret), e);
+        if (!rc)
+            rc = listen_on(z, o->host, o->port, e);
+        if (!rc) {
             char me[256], alts[ADDR_MAX - 300], addr[ADDR_MAX];
             if (gethostname(me, sizeof me) != 0)
                 snprintf(me, sizeof me, "localhost");
             me[sizeof me - 1] = 0;
             own_addrs(alts, sizeof alts);
             int port = bound_port(z->lfd);
-            snprintf(addr, sizeof addr, "%s %d%s\n", me, port, alts);
+            snprintf(addr, sizeof addr, "%s %d%s", me, port, alts);
             if (o->host)
                 snprintf(z->where, sizeof z->where, "%s:%d", o->host, port);
             else
                 snprintf(z->where, sizeof z->where, "%s:%d", me, port);
-            if (o->file)
-                rc = tupe_write_file(o->file, addr, strlen(addr), e);
-            else if (o->exchange)
+            if (jf) {
+                char body[ADDR_MAX + 2 * TUPE_JOBSECRET_HEX];
+                snprintf(body, sizeof body, "addr %s\n%s%s%s", addr, secret[0] ? "secret " : "",
+                         secret, secret[0] ? "\n" : "");
+                rc = tupe_rdzvfile_make(&z->rf, jf, z->what, body, e);
+                tupe_jobauth_wipe(body, sizeof body);
+            } else if (o->exchange)
                 rc = o->exchange(o->exchange_ctx, addr, sizeof addr, e);
             if (!rc)
                 rc = accept_all(z, e);
+            /* every rank has come (or the rendezvous failed): the secret's file and the door go */
+            tupe_rdzvfile_remove(&z->rf);
+            close(z->lfd);
+            z->lfd = -1;
         }
+        tupe_jobauth_wipe(secret, sizeof secret);
     } else {
         char addr[ADDR_MAX] = "", host[256] = "", port[32] = "", alts[ADDR_MAX] = "";
         if (o->exchange && !o->host && !o->file) {
@@ -849,8 +1148,8 @@ void tupe_rdzv_close(tupe_rdzv *z)
         close(z->lfd);
     if (z->wake[0] >= 0)
         close(z->wake[0]), close(z->wake[1]);
-    if (z->rank == 0 && z->file[0])
-        unlink(z->file);
+    tupe_rdzvfile_remove(&z->rf);
+    tupe_jobauth_wipe(&z->key, sizeof z->key);
     pthread_mutex_destroy(&z->mu);
     free(z->data), free(z->ctl), free(z->steps), free(z->heard), free(z->bye);
     free(z);

@@ -6,9 +6,17 @@
  * torchrun and Slurm scripts set them), or from a file on a shared file system that rank 0
  * writes (its host name, a free port and its IPv4 addresses), or from the caller (under MPI,
  * rank 0's address goes to the others through MPI). The others try the host name first, then
- * those addresses: a name need not resolve where every rank runs (containers, chroots). The handshake checks that every rank was started with the
- * same world size and job token, and that no rank number comes twice; a rank that does not
- * come within the timeout is named.
+ * those addresses: a name need not resolve where every rank runs (containers, chroots).
+ *
+ * Only the job's ranks are let in: every connection proves, both ways, that it holds the job's
+ * secret (train/jobauth.h) before anything else is read or sent. The secret is the launcher's
+ * (TUPE_JOB_SECRET, or MPI's broadcast: `key`), or rank 0 makes one and writes it into the
+ * job's file (train/rdzvfile.h: the rendezvous file, or `keyfile`), removed as soon as every
+ * rank has come, when the listening socket closes too. A connection has a few seconds to prove
+ * itself, a bounded number may wait, and one that fails is dropped without harm to the job.
+ * Then the handshake checks that every rank was started with the same world size and job
+ * token, and that no rank number comes twice; a rank that does not come within the timeout is
+ * named.
  *
  * Liveness: on every rank a thread sends a heartbeat with the rank's step to rank 0 every
  * second, and rank 0 sends the table of all steps back. A rank whose connection closes without
@@ -23,6 +31,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "train/jobauth.h"
 
 typedef struct tupe_rdzv tupe_rdzv;
 
@@ -40,7 +49,18 @@ typedef struct tupe_rdzv_opts {
     double timeout;              /* seconds for the others to come, for a host collective to
                                     move, and of a rank's silence */
     uint64_t job;                /* the job's token: ranks of another job are turned away */
+    const tupe_jobkey *key;      /* the job's key, or NULL: rank 0 makes a secret and writes it
+                                    into `file` or `keyfile`, where the others read it */
+    const char *keyfile;         /* with host: a file that carries only the secret, or NULL */
+    const char *file_what;       /* the file's name in messages (default TUPE_RENDEZVOUS_FILE) */
 } tupe_rdzv_opts;
+
+/* The most ranks a job may have (before anything is allocated for them). */
+#define TUPE_RDZV_MAX_WORLD 65536
+
+/* Whether host (MASTER_ADDR) names the loopback only: then rank 0 is reached from its own
+ * machine alone. */
+int tupe_rdzv_loopback(const char *host);
 
 int tupe_rdzv_open(tupe_rdzv **z, const tupe_rdzv_opts *o, tupe_err *e);
 /* "HOST:PORT" of rank 0, for messages. */
@@ -63,7 +83,7 @@ void tupe_rdzv_behind(tupe_rdzv *z, char *buf, size_t cap);
 /* This rank stops with an error: every rank is told (rank 0 relays) why. */
 void tupe_rdzv_abort(tupe_rdzv *z, const char *why);
 /* The end: a goodbye to rank 0 (rank 0 waits for every rank's, briefly), the watching thread
- * stopped, the connections closed, rank 0's rendezvous file removed. */
+ * stopped, the connections closed, rank 0's file removed if it is still there. */
 void tupe_rdzv_close(tupe_rdzv *z);
 
 #endif

@@ -321,16 +321,20 @@ static int sgemm_peak(int threads)
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
     /* The best of the products done in 4 seconds: the peak, not the average of a busy box. */
-    double best = 0, start = tupe_now();
+    /* Also per CPU-second (all threads): what the kernels do with the time they get. */
+    double best = 0, best_cpu = 0, start = tupe_now();
     while (tupe_now() - start < 4.0) {
-        double t0 = tupe_now();
+        double t0 = tupe_now(), c0 = cpu_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
         double g = 2.0 * n * n * n / (tupe_now() - t0) / 1e9;
+        double gc = 2.0 * n * n * n / (cpu_seconds() - c0) / 1e9;
         best = g > best ? g : best;
+        best_cpu = gc > best_cpu ? gc : best_cpu;
     }
     const tupe_blas_info *bi = tupe_blas_info_get();
-    printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d, \"blas_core\": \"%s\", "
-           "\"blas_best\": \"%s\", \"blas\": \"%s\"}\n", best, n, threads, bi->core, bi->best, bi->line);
+    printf("{\"sgemm_gflops\": %.1f, \"sgemm_gflops_per_cpu_s\": %.1f, \"n\": %d, \"threads\": %d, "
+           "\"blas_core\": \"%s\", \"blas_best\": \"%s\", \"blas\": \"%s\"}\n", best, best_cpu, n,
+           threads, bi->core, bi->best, bi->line);
     free(a), free(b), free(c);
     return 0;
 }
@@ -419,14 +423,15 @@ int main(int argc, char **argv)
         lab[i] = 7 + (int32_t)tupe_rng_below(&r, (uint32_t)(V - 7));
     tupe_batch b = {B, T, ids, len, NULL, M, pos, lab, NULL, NULL, 0, 0};
     tupe_schedule sch = {1e-4, 0, 10000, 1000000, 1};
-    double *times = malloc(sizeof(double) * (size_t)(steps > 0 ? steps : 1));
+    double *times = malloc(sizeof(double) * (size_t)(steps > 0 ? steps : 1) * 2);
+    double *cpus = times + (steps > 0 ? steps : 1);
     double cpu0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             cpu0 = cpu_seconds();
             profiling = profile;
         }
-        double t0 = tupe_now();
+        double t0 = tupe_now(), c0 = cpu_seconds();
         tupe_step st = {1, (uint32_t)s};
         tupe_model_zero_grad(m);
         if (tupe_model_forward(m, &b, &st, NULL, &e) || tupe_model_backward(m, &e)) {
@@ -434,8 +439,10 @@ int main(int argc, char **argv)
             return 1;
         }
         tupe_adamw_step(o, tupe_lr_at(&sch, s + 1), -1);
-        if (s >= warmup)
+        if (s >= warmup) {
             times[s - warmup] = tupe_now() - t0;
+            cpus[s - warmup] = cpu_seconds() - c0;
+        }
     }
     double cpu = (cpu_seconds() - cpu0) / steps;
     struct rusage ru;
@@ -447,6 +454,7 @@ int main(int argc, char **argv)
         mean += times[s] / steps;
     }
     qsort(times, (size_t)steps, sizeof *times, cmp_d);
+    qsort(cpus, (size_t)steps, sizeof *cpus, cmp_d);
     double med = times[steps / 2];
     double fl = step_flops(&c, B, T, M);
     char variant[32];
@@ -456,9 +464,10 @@ int main(int argc, char **argv)
            "\"steps\": %d, \"step_s\": %.4f, \"step_s_min\": %.4f, \"tokens_per_s\": %.1f, "
            "\"tokens_per_s_best\": %.1f, \"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, "
            "\"params\": %zu, \"gflop_per_step\": %.1f, \"gflops\": %.1f, \"gflops_best\": %.1f, "
-           "\"cpu_s\": %.4f",
+           "\"cpu_s\": %.4f, \"cpu_s_min\": %.4f, \"step_gflops_per_cpu_s\": %.1f",
            preset, variant, B, T, threads, steps, med, mn, B * T / med, B * T / mn, peak, base,
-           tupe_model_layout(m)->nparams, fl / 1e9, fl / med / 1e9, fl / mn / 1e9, cpu);
+           tupe_model_layout(m)->nparams, fl / 1e9, fl / med / 1e9, fl / mn / 1e9, cpu, cpus[0],
+           fl / cpus[0] / 1e9);
     printf(", \"blas\": \"%s\"", tupe_blas_info_get()->line);
     if (profile)
         profile_print(steps, mean);

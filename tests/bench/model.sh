@@ -11,7 +11,11 @@
 # against BERT-A's, and the peak memory (RSS) of a bert-base step.
 #
 # Throughput is the fastest of the timed steps on both sides (the median is in the JSON on
-# stderr): on a shared machine the fastest step is what the code can do.
+# stderr): on a shared machine the fastest step is what the code can do. Beside it, the work
+# itself: tokens per CPU-second (the least CPU time of a step, all threads; OpenMP threads wait
+# passively on both sides, OMP_WAIT_POLICY=passive, so that CPU time is work done), TUPE-R /
+# BERT-A and the share of the sgemm peak by CPU time as well. Other jobs on the machine lower
+# the wall-clock figures; they change the CPU-time ones much less.
 #
 # Our rows are out of the box (OPENBLAS_CORETYPE unset); when the environment sets it, they are
 # also given as set (for these commands only). Knobs: TUPE_BENCH_THREADS (2),
@@ -28,6 +32,7 @@ RUNS=${TUPE_BENCH_MODEL_RUNS:-small:16 bert-base:8}
 VARIANTS=${TUPE_BENCH_MODEL_VARIANTS:-bert-a bert-r bert-ad tupe-a tupe-a-tie tupe-r}
 STEPS=${TUPE_BENCH_MODEL_STEPS:-6}
 SEQ=128
+export OMP_WAIT_POLICY=passive
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tupe-bench-model.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
@@ -56,20 +61,27 @@ ours() { # mode args...
     *) OPENBLAS_CORETYPE=$best "$BIN" "$@" ;;
     esac
 }
-sgemm() { # mode -> GFLOP/s
+sgemm() { # mode -> "GFLOP/s GFLOP per CPU-second"
     ours "$1" --sgemm --threads "$TH" >"$TMP/sgemm.$1" || echo "{}" >"$TMP/sgemm.$1"
     cat "$TMP/sgemm.$1" >&2
-    field "$TMP/sgemm.$1" sgemm_gflops
+    echo "$(field "$TMP/sgemm.$1" sgemm_gflops) $(field "$TMP/sgemm.$1" sgemm_gflops_per_cpu_s)"
 }
+# tokens per CPU-second of the least CPU time of a step
+tokcpu() { awk -v c="$(field "$1" cpu_s_min)" -v n="$2" 'BEGIN { if (c + 0 > 0) printf "%.1f", n / c }'; }
 
 have_torch=1
 "$PY" -c 'import torch' 2>/dev/null || { have_torch=0; echo "model.sh: PyTorch not importable by $PY: competitor columns empty" >&2; }
 
-declare -A peak
-for m in "${modes[@]}"; do peak[$m]=$(sgemm "$m"); done
+declare -A peak cpeak
+setpeak() { # mode: the best of the peaks measured so far
+    local g c
+    read -r g c <<<"$(sgemm "$1")"
+    peak[$1]=$(maxof "${peak[$1]:-}" "$g") cpeak[$1]=$(maxof "${cpeak[$1]:-}" "$c")
+}
+for m in "${modes[@]}"; do setpeak "$m"; done
 best=$(sfield "$TMP/sgemm.unset" blas_best)
 pmodes=("${modes[@]}")
-[ -n "$best" ] && pmodes+=(best) && peak[best]=$(sgemm best)
+[ -n "$best" ] && pmodes+=(best) && setpeak best
 for m in "${modes[@]}"; do
     echo "| BLAS kernels of our step ($(label "$m")) | $(sfield "$TMP/sgemm.$m" blas) | | |"
 done
@@ -95,7 +107,9 @@ for run in $RUNS; do
             cat "$f" >&2
             ot=$(field "$f" tokens_per_s_best)
             echo "| $preset b$batch t$SEQ $v: training step tokens/s, $TH threads, best of $STEPS steps ($(label "$m")) | $ot | $tt | $(ratio "$ot" "$tt") |"
-            shares+=("$m $preset b$batch t$SEQ $v|$(field "$f" gflops_best)")
+            oc=$(tokcpu "$f" $((batch * SEQ))) tc=$(tokcpu "$TMP/torch.$preset.$v" $((batch * SEQ)))
+            echo "| $preset b$batch t$SEQ $v: training step tokens per CPU-second, least CPU time of $STEPS steps ($(label "$m")) | $oc | $tc | $(ratio "$oc" "$tc") |"
+            shares+=("$m $preset b$batch t$SEQ $v|$(field "$f" gflops_best)|$(field "$f" step_gflops_per_cpu_s)")
         done
     done
     # Where the time of a step goes: every operation over 0.5% of BERT-A's or TUPE-R's step.
@@ -120,6 +134,7 @@ PY
         a=$TMP/ours.$m.$preset.bert-a r=$TMP/ours.$m.$preset.tupe-r
         if [ -s "$a" ] && [ -s "$r" ]; then
             echo "| $preset: TUPE-R step time / BERT-A step time, fastest steps ($(label "$m")) | $(ratio "$(field "$r" step_s_min)" "$(field "$a" step_s_min)") | $(ratio "$(field "$TMP/torch.$preset.tupe-r" step_s_min)" "$(field "$TMP/torch.$preset.bert-a" step_s_min)") | |"
+            echo "| $preset: TUPE-R step CPU time / BERT-A step CPU time, least of $STEPS steps ($(label "$m")) | $(ratio "$(field "$r" cpu_s_min)" "$(field "$a" cpu_s_min)") | $(ratio "$(field "$TMP/torch.$preset.tupe-r" cpu_s_min)" "$(field "$TMP/torch.$preset.bert-a" cpu_s_min)") | |"
         fi
     done
     if [ "$preset" = bert-base ]; then
@@ -135,10 +150,14 @@ PY
 done
 
 for m in "${pmodes[@]}"; do
-    peak[$m]=$(maxof "${peak[$m]}" "$(sgemm "$m")")
+    setpeak "$m"
     echo "| OpenBLAS sgemm peak, $TH threads, 2048^3, best before and after ($(label "$m"): $(sfield "$TMP/sgemm.$m" blas_core)) | ${peak[$m]} GFLOP/s | | |"
+    echo "| OpenBLAS sgemm peak per CPU-second, $TH threads, 2048^3 ($(label "$m"): $(sfield "$TMP/sgemm.$m" blas_core)) | ${cpeak[$m]} GFLOP/s | | |"
 done
+pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (p > 0 && g != "") printf "%.0f%% (%.1f GFLOP/s)", 100 * g / p, g }'; }
 for s in "${shares[@]}"; do
-    m=${s%% *} rest=${s#* } what=${rest%%|*} g=${rest##*|}
-    echo "| $what: step GFLOP/s as share of sgemm peak ($(label "$m")) | $(awk -v g="$g" -v p="${peak[$m]}" 'BEGIN { if (p > 0 && g != "") printf "%.0f%% (%.1f GFLOP/s)", 100 * g / p, g }') | | |"
+    m=${s%% *} rest=${s#* } what=${rest%%|*} gs=${rest#*|}
+    g=${gs%%|*} gc=${gs##*|}
+    echo "| $what: step GFLOP/s as share of sgemm peak ($(label "$m")) | $(pct "$g" "${peak[$m]}") | | |"
+    echo "| $what: step GFLOP per CPU-second as share of sgemm's ($(label "$m")) | $(pct "$gc" "${cpeak[$m]}") | | |"
 done

@@ -77,8 +77,9 @@ if ns mount; then
 else
     skip "MASTER_ADDR=localhost with an empty /etc/hosts" "$NO_NS (a fresh root without /etc/hosts tests it in ranks.sh)"
 fi
-run env MASTER_ADDR=tupe-no-such-host.invalid MASTER_PORT=$port RANK=1 WORLD_SIZE=2 TUPE_COMM_TIMEOUT=1 $P
-[ $rc = 1 ] && has $T/err "rank 1 could not reach rank 0 at tupe-no-such-host.invalid:$port within 1 s (tupe-no-such-host.invalid: "
+run env MASTER_ADDR=tupe-no-such-host.invalid MASTER_PORT=$port RANK=1 WORLD_SIZE=2 TUPE_COMM_TIMEOUT=1 \
+    TUPE_JOB_SECRET=0123456789abcdef $P
+[ $rc = 1 ] && has $T/err "rank 1 could not reach rank 0 at tupe-no-such-host.invalid:$port within 1 s (TUPE_COMM_TIMEOUT): tupe-no-such-host.invalid: "
 verdict "a MASTER_ADDR that resolves nowhere: the rank gives up after TUPE_COMM_TIMEOUT, saying why"
 run env MASTER_ADDR=127.0.0.1 MASTER_PORT=99999 WORLD_SIZE=2 RANK=0 $P
 [ $rc = 2 ] && has $T/err "MASTER_PORT=99999 is not a port number"

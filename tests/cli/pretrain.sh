@@ -136,15 +136,16 @@ wait $pid; rc=$?
 [ $rc = 0 ] && has $T/err "stopping after this step, with a checkpoint" && has $T/err "interrupted after step" && \
     [ -n "$(ls $T/f/checkpoints 2>/dev/null)" ]
 verdict "SIGINT: a checkpoint and exit 0"
-# A second signal during a step of a few hundred milliseconds (a wider model, a larger batch).
+# A second signal during a step of a second or more (a wider model, a larger batch); a second
+# after the first, since one sooner is taken for a copy of it (cli/process.h).
 cat >$T/m256.json <<'J'
 {"position": "tupe-r", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
  "intermediate_size": 1024, "max_position_embeddings": 64}
 J
-$P train --data $T/shards --model $T/m256.json --batch 128 --log-every 1 --threads 2 -o $T/f2 --steps 100 >$T/out 2>$T/err &
+$P train --data $T/shards --model $T/m256.json --batch 512 --log-every 1 --threads 2 -o $T/f2 --steps 100 >$T/out 2>$T/err &
 pid=$!
 for i in $(seq 1 1000); do grep -q "step 1/" $T/err 2>/dev/null && break; sleep 0.05; done
-kill -TERM $pid; sleep 0.1; kill -TERM $pid
+kill -TERM $pid; sleep 1.3; kill -TERM $pid
 wait $pid; rc=$?
 [ $rc = 130 ] && [ ! -d $T/f2/checkpoints/step-00000002 ]
 verdict "a second SIGTERM stops at once with exit status 130 (got $rc)"

@@ -180,4 +180,8 @@ t0=$(date +%s)
 run env TUPE_COMM_TIMEOUT=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 $P train "${common[@]}" -o never
 [ $rc = 1 ] && has $T/err "rank 1 of 2 did not come within 2 s" && [ ! -d never ]
 verdict "a rank that never comes: rank 0 stops after TUPE_COMM_TIMEOUT, naming it"
+# The rendezvous file is an output like -o: never inside an input (the shard directory here).
+run env TUPE_RENDEZVOUS_FILE=$T/shards/rdzv WORLD_SIZE=2 RANK=0 $P train "${common[@]}" -o inside
+[ $rc = 73 ] && has $T/err "TUPE_RENDEZVOUS_FILE $T/shards/rdzv: lies inside" && [ ! -e $T/shards/rdzv ] && [ ! -d inside ]
+verdict "TUPE_RENDEZVOUS_FILE inside the shard directory: refused (73) before anything is written"
 exit $_failed

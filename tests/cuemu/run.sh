@@ -399,6 +399,12 @@ part_counters() {
             echo "$line" | grep -Eq "\"$k\":[1-9][0-9]*[,}]" ||
                 { echo "counters ($v): no positive \"$k\" in $line"; rc=1; }
         done
+        # P1 of issue 28: at most one Philox call per 8 dropout decisions
+        local calls dec
+        calls=$(echo "$line" | grep -o '"philox_calls":[0-9]*' | cut -d: -f2)
+        dec=$(echo "$line" | grep -o '"dropout_decisions":[0-9]*' | cut -d: -f2)
+        [ -n "$calls" ] && [ -n "$dec" ] && [ $((calls * 8)) -le "$dec" ] ||
+            { echo "counters ($v): $calls Philox calls for $dec dropout decisions (at most 1 per 8)"; rc=1; }
         echo "DETAIL $line"
     done
     "$X" bench --dev cuda-bf16 --model tiny --position tupe-r --seq 64 --batch 2 --steps 1 --per-op \

@@ -10,11 +10,13 @@ own. Prints one JSON object per line on stdout:
 
   {"preset": "small", "variant": "tupe-r", "batch": 16, "seq": 128, "threads": 2,
    "attention": "sdpa", "steps": 5, "step_s": 0.91, "step_s_min": 0.90, "tokens_per_s": 2250.1,
-   "tokens_per_s_best": 2275.6,
+   "tokens_per_s_best": 2275.6, "cpu_s": 1.80, "cpu_s_min": 1.79,
    "peak_rss_mib": 812.4, "base_rss_mib": 301.2, "params": 6871041, "torch": "2.x"}
 
 step_s is the median over the timed steps (after --warmup untimed ones) and tokens_per_s =
-batch·seq / step_s; tokens_per_s_best uses the fastest step (less sensitive to a busy machine). peak_rss_mib is the child's ru_maxrss; base_rss_mib its RSS after importing
+batch·seq / step_s; tokens_per_s_best uses the fastest step (less sensitive to a busy machine);
+cpu_s and cpu_s_min are the median and least CPU time of a step, all threads (with
+OMP_WAIT_POLICY=passive, the work done whatever else the machine runs). peak_rss_mib is the child's ru_maxrss; base_rss_mib its RSS after importing
 torch, before building the model (so peak - base is what the model and its step need).
 
 Package: torch (PyPI, MKL/oneDNN CPU kernels). Example (what tests/bench/model.sh runs):
@@ -69,11 +71,12 @@ def child(a):
 
     for _ in range(a.warmup):
         step()
-    times = []
+    times, cpus = [], []
     for _ in range(a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
     med = statistics.median(times)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
@@ -81,6 +84,7 @@ def child(a):
         "attention": a.attention, "steps": a.steps, "step_s": round(med, 4),
         "step_s_min": round(min(times), 4), "tokens_per_s": round(B * T / med, 1),
         "tokens_per_s_best": round(B * T / min(times), 1),
+        "cpu_s": round(statistics.median(cpus), 4), "cpu_s_min": round(min(cpus), 4),
         "peak_rss_mib": round(peak, 1), "base_rss_mib": round(base, 1),
         "params": sum(p.numel() for p in model.parameters()), "torch": torch.__version__}),
         flush=True)

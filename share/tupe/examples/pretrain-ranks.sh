@@ -7,8 +7,8 @@
 #
 # Ctrl-C reaches every rank (each finishes its step and saves); the exit status is the first
 # non-zero one of the ranks. On several machines, start the same loop on each with RANK
-# numbered across machines and MASTER_ADDR the first machine (or use srun:
-# pretrain-slurm.sbatch).
+# numbered across machines, MASTER_ADDR the first machine and the same TUPE_JOB_SECRET on
+# every one (tupe-pretrain(1), SECURITY; or use srun: pretrain-slurm.sbatch).
 set -u
 [ $# -ge 2 ] && [ "$1" -ge 1 ] 2>/dev/null || { echo "usage: $0 N COMMAND [ARGS...]" >&2; exit 2; }
 n=$1
