@@ -125,6 +125,9 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     pr->bf16 = bf16_ != 0;
     const char *tf = getenv("TUPE_CUDA_TF32");
     pr->tf32 = tf && strcmp(tf, "1") == 0;
+    /* the flash attention unless the materialised one is asked for (the reference, probes) */
+    const char *at = getenv("TUPE_ATTN");
+    be->attn_flash = !(at && strcmp(at, "materialised") == 0);
     pr->ws_bytes = (size_t)32 << 20;
     CK(cudaStreamCreateWithFlags(&pr->s, cudaStreamNonBlocking));
     CKB(cublasLtCreate(&pr->lt));
@@ -165,7 +168,6 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->attn_fwd = cu_attn_fwd;
     be->attn_bwd = cu_attn_bwd;
     be->attn_scratch = cu_attn_scratch;
-    be->bias_grad = cu_bias_grad;
     be->pos_bias_fwd = cu_pos_bias_fwd;
     be->pos_bias_bwd = cu_pos_bias_bwd;
     be->qk_pos_add = cu_qk_pos_add;

@@ -12,7 +12,7 @@
 #define TIMED_OPS(X)                                                                             \
     X(upload) X(download) X(zero) X(scale) X(sumsq) X(sumsq_parts) X(add) X(gemm)             \
     X(linear_fwd) X(linear_bwd) X(act_fwd) X(act_bwd) X(ln_fwd) X(ln_bwd) X(resid_ln_fwd)      \
-    X(resid_ln_bwd) X(embed_fwd) X(embed_bwd) X(attn_fwd) X(attn_bwd) X(bias_grad)             \
+    X(resid_ln_bwd) X(embed_fwd) X(embed_bwd) X(attn_fwd) X(attn_bwd)                          \
     X(pos_bias_fwd) X(pos_bias_bwd) X(qk_pos_add) X(qk_pos_grad) X(rope) X(gather_rows)        \
     X(scatter_rows) X(xent_fwd) X(xent_bwd) X(mse_fwd) X(mse_bwd) X(adamw)
 

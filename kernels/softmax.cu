@@ -5,7 +5,7 @@
 /* One warp per row (b, h, i): P = softmax(S + bias[h,i]) over keys j < L, 0 beyond; probs = P;
  * pd = drop(P) when dropout is on. */
 template <class T>
-__global__ void k_softmax(T *probs, T *pd, const float *S, const float *bias,
+__global__ void k_softmax(T *probs, T *pd, const float *S, const float *bias, size_t bstride,
                           const int32_t *lens, int H, int T_, size_t rows, dropk d)
 {
     size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -16,7 +16,7 @@ __global__ void k_softmax(T *probs, T *pd, const float *S, const float *bias,
     int i = (int)(row % (size_t)T_), h = (int)(bh % (size_t)H), b = (int)(bh / (size_t)H);
     int L = lens[b];
     const float *s = S + row * (size_t)T_;
-    const float *bb = bias ? bias + ((size_t)h * T_ + i) * T_ : NULL;
+    const float *bb = bias ? bias + (size_t)b * bstride + ((size_t)h * T_ + i) * T_ : NULL;
     float mx = -INFINITY;
     for (int j = lane; j < L; j += 32)
         mx = fmaxf(mx, s[j] + (bb ? bb[j] : 0.0f));
@@ -75,10 +75,9 @@ __global__ void k_softmax_bwd(T *probs, const float *dpd, const int32_t *lens, i
 
 template <class T>
 void softmax_fwd(cu_priv *pr, T *probs, T *pd, const float *S, const float *bias,
-                 const int32_t *lens, int H, int T_, size_t rows, dropk d)
+                 size_t bstride, const int32_t *lens, int H, int T_, size_t rows, dropk d)
 {
-    k_softmax<T><<<nblocks(rows * 32, 256), 256, 0, pr->s>>>(probs, pd, S, bias, lens, H, T_,
-                                                             rows, d);
+    k_softmax<T><<<nblocks(rows * 32, 256), 256, 0, pr->s>>>(probs, pd, S, bias, bstride, lens, H, T_, rows, d);
     LAUNCHED("k_softmax");
 }
 
@@ -100,8 +99,8 @@ void softmax_bwd(cu_priv *pr, T *probs, const float *dpd, const int32_t *lens, i
 }
 
 template void softmax_fwd<float>(cu_priv *, float *, float *, const float *, const float *,
-                                 const int32_t *, int, int, size_t, dropk);
-template void softmax_fwd<bf16>(cu_priv *, bf16 *, bf16 *, const float *, const float *,
+                                 size_t, const int32_t *, int, int, size_t, dropk);
+template void softmax_fwd<bf16>(cu_priv *, bf16 *, bf16 *, const float *, const float *, size_t,
                                 const int32_t *, int, int, size_t, dropk);
 template void drop_probs<float>(cu_priv *, float *, const float *, const int32_t *, int, int,
                                 size_t, dropk);

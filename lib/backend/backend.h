@@ -148,20 +148,28 @@ struct tupe_backend {
 
     /* ---- attention ---- */
     /* qkv[B*T, 3D] holds Q | K | V; head h uses columns [h*dh, (h+1)*dh) of each. Per (b, h):
-     * S = alpha Q K^T + bias[h] (bias [H,T,T], wide, or NULL), keys j >= lengths[b] masked, P =
-     * softmax(S) stored in probs[B,H,T,T] (masked entries 0), ctx = drop(P) V.
-     * scratch: attn_scratch() reals. */
-    void (*attn_fwd)(tupe_backend *be, tupe_dev *ctx, tupe_dev *probs, const tupe_dev *qkv,
-                     const tupe_dev *bias, const int32_t *lengths, int B, int T, int H, int dh,
-                     double alpha, const tupe_drop *drop, tupe_dev *scratch);
-    /* Writes dqkv (overwriting) and replaces probs by dS, the gradient of the scores (the
-     * bias gradient of this layer is then the sum of dS over the batch). */
-    void (*attn_bwd)(tupe_backend *be, tupe_dev *dqkv, tupe_dev *probs, const tupe_dev *dctx,
-                     const tupe_dev *qkv, const int32_t *lengths, int B, int T, int H, int dh,
-                     double alpha, const tupe_drop *drop, tupe_dev *scratch);
+     * S = alpha Q K^T + bias (wide, or NULL: sequence b's [H,T,T] at bias + b * bias_bstride
+     * wide elements, bias_bstride 0 when the sequences share one), keys j >= lengths[b]
+     * masked, P = softmax(S), ctx = drop(P) V. What the backward pass needs is kept in one of
+     * two forms: probs[B,H,T,T] = P (masked entries 0; the materialised attention, which every
+     * backend has), or, with probs NULL, lse[B,H,T] (wide), the log-sum-exp of each row's
+     * scores: the flash attention, where attn_flash is 1, whose memory grows linearly with T.
+     * scratch: attn_scratch() reals (materialised only). */
+    int attn_flash;
+    void (*attn_fwd)(tupe_backend *be, tupe_dev *ctx, tupe_dev *probs, tupe_dev *lse,
+                     const tupe_dev *qkv, const tupe_dev *bias, size_t bias_bstride,
+                     const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                     const tupe_drop *drop, tupe_dev *scratch);
+    /* Writes dqkv (overwriting), from the forward pass's probs (then replaced by dS, the
+     * gradient of the scores) or, with probs NULL, its lse and ctx (and bias). With G (wide)
+     * not NULL, the bias gradient: G[h] += dS[0,h] + dS[1,h] + ... in the order of b when
+     * bias_bstride is 0, else G[b,h] += dS[b,h] at G + b * bias_bstride. */
+    void (*attn_bwd)(tupe_backend *be, tupe_dev *dqkv, tupe_dev *G, tupe_dev *probs,
+                     const tupe_dev *lse, const tupe_dev *ctx, const tupe_dev *dctx,
+                     const tupe_dev *qkv, const tupe_dev *bias, size_t bias_bstride,
+                     const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                     const tupe_drop *drop, tupe_dev *scratch);
     size_t (*attn_scratch)(tupe_backend *be, int T);
-    /* G[h,i,j] += sum over b of dS[b,h,i,j] (G wide). */
-    void (*bias_grad)(tupe_backend *be, tupe_dev *G, const tupe_dev *dS, int B, int H, int T);
 
     /* ---- positional terms ---- */
     /* bias[h,i,j] (T x T, wide) from the absolute correlation A[h] ((T+1) x (T+1), NULL for none):

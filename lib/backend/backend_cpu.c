@@ -775,10 +775,12 @@ static void R(embed_bwd)(tupe_backend *be, tupe_dev *dword_, tupe_dev *dpos_, tu
  * it: OpenBLAS would otherwise clear S before adding), then per row one pass for the maximum,
  * one for the exponentials and their sum, and one that normalises and, with dropout, writes
  * the dropped copy that multiplies V. */
-static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, const tupe_dev *qkv_,
-                        const tupe_dev *bias_, const int32_t *lengths, int B, int T, int H,
-                        int dh, double alpha, const tupe_drop *drop, tupe_dev *scratch_)
+static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, tupe_dev *lse_,
+                        const tupe_dev *qkv_, const tupe_dev *bias_, size_t bstride,
+                        const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                        const tupe_drop *drop, tupe_dev *scratch_)
 {
+    (void)lse_; /* materialised only (attn_flash 0): probs is always given */
     real *ctx = (real *)ctx_, *probs = (real *)probs_, *scratch = (real *)scratch_;
     const real *qkv = (const real *)qkv_, *bias = (const real *)bias_;
     int D = H * dh, ld = 3 * D;
@@ -792,7 +794,7 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
         real *S = probs + (size_t)bh * T * T;
         mask_buf mb;
         if (bias) {
-            const real *bb = bias + (size_t)h * T * T;
+            const real *bb = bias + (size_t)bi * bstride + (size_t)h * T * T;
             if (L == T)
                 memcpy(S, bb, (size_t)T * T * sizeof(real));
             else
@@ -842,10 +844,16 @@ static void R(attn_fwd)(tupe_backend *be, tupe_dev *ctx_, tupe_dev *probs_, cons
 /* Per (b, h): dPd = dctx V^T; with dropout, in one pass per row, the dropped P (for dV) and the
  * gradient of the undropped one, and the row's sum of P dP; dV; then dS = P (dP - that sum) in
  * place of P; dQ and dK. */
-static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, const tupe_dev *dctx_,
-                        const tupe_dev *qkv_, const int32_t *lengths, int B, int T, int H, int dh,
-                        double alpha, const tupe_drop *drop, tupe_dev *scratch_)
+static void R(bias_acc)(tupe_backend *be, real *G, const real *dS, int B, int H, int T,
+                        size_t bstride);
+
+static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *G_, tupe_dev *probs_,
+                        const tupe_dev *lse_, const tupe_dev *ctx_, const tupe_dev *dctx_,
+                        const tupe_dev *qkv_, const tupe_dev *bias_, size_t bstride,
+                        const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                        const tupe_drop *drop, tupe_dev *scratch_)
 {
+    (void)lse_, (void)ctx_, (void)bias_; /* what the flash form needs; probs holds it all */
     real *dqkv = (real *)dqkv_, *probs = (real *)probs_, *scratch = (real *)scratch_;
     const real *qkv = (const real *)qkv_, *dctx = (const real *)dctx_;
     int D = H * dh, ld = 3 * D;
@@ -903,17 +911,21 @@ static void R(attn_bwd)(tupe_backend *be, tupe_dev *dqkv_, tupe_dev *probs_, con
         for (int j = L; j < T; j++)
             memset(dK + (size_t)j * ld, 0, (size_t)dh * sizeof(real));
     }
+    if (G_)
+        R(bias_acc)(be, (real *)G_, probs, B, H, T, bstride);
 }
 
-static void R(bias_grad)(tupe_backend *be, tupe_dev *G_, const tupe_dev *dS_, int B, int H, int T)
+/* The bias gradient from dS[B,H,T,T]: G[h] += dS[b,h] over b in order (bstride 0), or
+ * G[b,h] += dS[b,h] at G + b * bstride. */
+static void R(bias_acc)(tupe_backend *be, real *G, const real *dS, int B, int H, int T,
+                        size_t bstride)
 {
-    real *G = (real *)G_;
-    const real *dS = (const real *)dS_;
+    int nb = bstride ? B : 1; /* a per-sequence bias: each sequence its own G */
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
-    for (int hi = 0; hi < H * T; hi++) {
-        int h = hi / T, i = hi % T;
-        real *g = G + (size_t)hi * T;
-        for (int bi = 0; bi < B; bi++) {
+    for (int hi = 0; hi < nb * H * T; hi++) {
+        int b0 = hi / (H * T), h = hi / T % H, i = hi % T;
+        real *g = G + (size_t)b0 * bstride + ((size_t)h * T + i) * T;
+        for (int bi = bstride ? b0 : 0; bi < (bstride ? b0 + 1 : B); bi++) {
             const real *s = dS + (((size_t)bi * H + h) * T + i) * T;
 #pragma omp simd
             for (int j = 0; j < T; j++)
@@ -1176,7 +1188,6 @@ static void R(ops)(tupe_backend *be)
     be->embed_bwd = R(embed_bwd);
     be->attn_fwd = R(attn_fwd);
     be->attn_bwd = R(attn_bwd);
-    be->bias_grad = R(bias_grad);
     be->pos_bias_fwd = R(pos_bias_fwd);
     be->pos_bias_bwd = R(pos_bias_bwd);
     be->qk_pos_add = R(qk_pos_add);

@@ -12,7 +12,7 @@ enum { SITE_EMB = 0, SITE_CLS = 5, K_PROBS = 1, K_ATTN = 2, K_ACT = 3, K_FFN = 4
 static uint32_t layer_site(int l, int kind) { return (uint32_t)(8 * (l + 1) + kind); }
 
 typedef struct layer_acts {
-    tupe_dev *qkv, *probs, *ctx, *xh1, *rs1, *y1, *h, *xh2, *rs2;
+    tupe_dev *qkv, *probs, *lse, *ctx, *xh1, *rs1, *y1, *h, *xh2, *rs2; /* probs or lse */
 } layer_acts;
 
 typedef struct slot {
@@ -134,7 +134,10 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     for (size_t l = 0; l < L; l++) {
         layer_acts *a = &m->la[l];
         plan_r(m, &a->qkv, N * 3 * D);
-        plan_r(m, &a->probs, Bc * H * Tc * Tc);
+        if (be->attn_flash) /* the attention's rows' log-sum-exp, linear in T */
+            plan_w(m, &a->lse, Bc * H * Tc);
+        else
+            plan_r(m, &a->probs, Bc * H * Tc * Tc);
         plan_r(m, &a->ctx, N * D);
         plan_r(m, &a->xh1, N * D);
         plan_w(m, &a->rs1, N);
@@ -541,8 +544,8 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                        TUPE_ACT_NONE, NULL);
         tupe_posenc_qk(&m->pe, be, a->qkv, B, T);
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
-        be->attn_fwd(be, a->ctx, a->probs, a->qkv, tupe_posenc_bias(&m->pe), len, B, T, H, dh,
-                     scale, &d, m->attn_scr);
+        be->attn_fwd(be, a->ctx, a->probs, a->lse, a->qkv, tupe_posenc_bias(&m->pe), 0, len, B,
+                     T, H, dh, scale, &d, m->attn_scr);
         be->linear_fwd(be, m->tmp_nd, NULL, a->ctx, PAR(o->o_w), NULL, N, D, D, TUPE_ACT_NONE,
                        NULL);
         d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
@@ -683,9 +686,10 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         be->linear_bwd(be, m->dctx, 0, GRD(o->o_w), GRD(o->o_b), m->dBr, a->ctx, PAR(o->o_w), N,
                        D, D);
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
-        be->attn_bwd(be, m->dqkv, a->probs, m->dctx, a->qkv, len, B, T, H, dh, scale, &d,
+        be->attn_bwd(be, m->dqkv, tupe_posenc_bias_acc(&m->pe), a->probs, a->lse, a->ctx,
+                     m->dctx, a->qkv, tupe_posenc_bias(&m->pe), 0, len, B, T, H, dh, scale, &d,
                      m->attn_scr);
-        tupe_posenc_qk_bwd(&m->pe, be, m->dqkv, a->probs, B, T);
+        tupe_posenc_qk_bwd(&m->pe, be, m->dqkv, B, T);
         be->linear_bwd(be, m->dY, 1, GRD(o->qkv_w), GRD(o->qkv_b), m->dqkv, m->hs[l],
                        PAR(o->qkv_w), N, D, 3 * D);
         if (m->ready)
@@ -702,6 +706,32 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
 }
 
 /* ---- probes ---------------------------------------------------------------------------------- */
+
+/* A layer's attention probabilities where the forward pass kept only their log-sum-exp (the
+ * flash attention): the layer's attention again, materialised into buffers of the probe's. */
+static int probe_probs(tupe_model *m, int layer, float *dst, size_t n, tupe_err *e)
+{
+    tupe_backend *be = m->be;
+    const tupe_config *c = &m->cfg;
+    int B = m->B, T = m->T, D = c->hidden_size, H = c->num_heads;
+    tupe_dev *probs = be->alloc(be, n * (size_t)be->esize);
+    tupe_dev *ctx = be->alloc(be, (size_t)B * T * D * (size_t)be->esize);
+    int rc = 0;
+    if (!probs || !ctx) {
+        rc = tupe_fail(e, TUPE_EFAIL, "out of device memory for the attention probabilities");
+    } else {
+        be->attn_fwd(be, ctx, probs, NULL, m->la[layer].qkv, tupe_posenc_bias(&m->pe), 0, (const int32_t *)m->i_len, B, T,
+                     H, D / H, tupe_cfg_score_scale(c), NULL, m->attn_scr);
+        be->download(be, dst, probs, n, TUPE_F32);
+        if (be->check)
+            rc = be->check(be, e);
+    }
+    if (probs)
+        be->free(be, probs);
+    if (ctx)
+        be->free(be, ctx);
+    return rc;
+}
 
 size_t tupe_model_probe_size(const tupe_model *m, int probe)
 {
@@ -749,8 +779,11 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
         be->download(be, dst, m->pe.bias, n, TUPE_F32 | TUPE_WIDE);
         break;
     case TUPE_PROBE_ATTN_PROBS:
-        be->download(be, dst, m->la[layer].probs, n, TUPE_F32);
-        break;
+        if (m->la[layer].probs) {
+            be->download(be, dst, m->la[layer].probs, n, TUPE_F32);
+            break;
+        }
+        return probe_probs(m, layer, dst, n, e);
     case TUPE_PROBE_QKV:
         be->download(be, dst, m->la[layer].qkv, n, TUPE_F32);
         break;

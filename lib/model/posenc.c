@@ -229,12 +229,14 @@ void tupe_posenc_bwd_begin(tupe_posenc *pe, tupe_backend *be, int T)
     }
 }
 
-void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, const tupe_dev *dS,
-                        int B, int T)
+tupe_dev *tupe_posenc_bias_acc(const tupe_posenc *pe)
+{
+    return pe->G;
+}
+
+void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, int B, int T)
 {
     const tupe_config *c = &pe->cfg;
-    if (pe->G)
-        be->bias_grad(be, pe->G, dS, B, c->num_heads, T);
     if (pe->terms & TUPE_PE_ABS_QK)
         be->qk_pos_grad(be, pe->dpq, pe->dpk, dqkv, B, T, c->hidden_size);
     /* The rotation is orthogonal: the gradient before it is the gradient after, rotated back. */

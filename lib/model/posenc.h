@@ -64,11 +64,14 @@ const tupe_dev *tupe_posenc_bias(const tupe_posenc *pe);
 /* A layer's Q|K|V ([B*T, 3D], after their biases) given its positions. */
 void tupe_posenc_qk(tupe_posenc *pe, tupe_backend *be, tupe_dev *qkv, int B, int T);
 
-/* Backward: begin (zero the accumulators), per layer with dqkv and the scores' gradient dS
- * [B,H,T,T], then the shared terms into grads (the flat gradient buffer). */
+/* Backward: begin (zero the accumulators), per layer with dqkv after the attention's backward,
+ * then the shared terms into grads (the flat gradient buffer). */
 void tupe_posenc_bwd_begin(tupe_posenc *pe, tupe_backend *be, int T);
-void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, const tupe_dev *dS,
-                        int B, int T);
+/* The accumulator ([H,T,T], wide) the attention's backward adds the bias gradient into, summed
+ * over the batch (backend.h's attn_bwd G), or NULL where the bias has no gradient (none, ALiBi's
+ * fixed slopes). */
+tupe_dev *tupe_posenc_bias_acc(const tupe_posenc *pe);
+void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, int B, int T);
 void tupe_posenc_bwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
                      tupe_dev *grads, int T);
 

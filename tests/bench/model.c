@@ -78,11 +78,11 @@ static double step_flops(const tupe_config *c, int B, int T, int M)
  * The CPU backend returns when an operation is done, so the wall time of each call is its
  * cost; the products' FLOPs are counted from their arguments. */
 enum { P_GEMM, P_LIN_F, P_LIN_B, P_ACT_F, P_ACT_B, P_LN_F, P_LN_B, P_RLN_F, P_RLN_B, P_EMB_F,
-       P_EMB_B, P_ATT_F, P_ATT_B, P_BIAS_G, P_POS_F, P_POS_B, P_QK_A, P_QK_G, P_GATHER, P_SCATTER,
+       P_EMB_B, P_ATT_F, P_ATT_B, P_POS_F, P_POS_B, P_QK_A, P_QK_G, P_GATHER, P_SCATTER,
        P_XENT_F, P_XENT_B, P_ADAMW, P_ZERO, P_SUMSQ, P_SCALE, P_NOPS };
 static const char *const op_names[P_NOPS] = {
     "gemm", "linear_fwd", "linear_bwd", "act_fwd", "act_bwd", "ln_fwd", "ln_bwd", "resid_ln_fwd",
-    "resid_ln_bwd", "embed_fwd", "embed_bwd", "attn_fwd", "attn_bwd", "bias_grad", "pos_bias_fwd",
+    "resid_ln_bwd", "embed_fwd", "embed_bwd", "attn_fwd", "attn_bwd", "pos_bias_fwd",
     "pos_bias_bwd", "qk_pos_add", "qk_pos_grad", "gather_rows", "scatter_rows", "xent_fwd",
     "xent_bwd", "adamw", "zero", "sumsq", "scale"};
 static struct {
@@ -190,25 +190,26 @@ static void w_emb_b(tupe_backend *be, tupe_dev *dword, tupe_dev *dpos, tupe_dev 
     TIMED(P_EMB_B, 0, orig.embed_bwd(be, dword, dpos, dtt, dg, db, dy, xh, rs, g, ids, types, lengths, B,
                                      T, D, V, ntypes, drop, scratch));
 }
-static void w_att_f(tupe_backend *be, tupe_dev *ctx, tupe_dev *probs, const tupe_dev *qkv,
-                    const tupe_dev *bias, const int32_t *lengths, int B, int T, int H, int dh,
-                    double alpha, const tupe_drop *drop, tupe_dev *scratch)
+static void w_att_f(tupe_backend *be, tupe_dev *ctx, tupe_dev *probs, tupe_dev *lse,
+                    const tupe_dev *qkv, const tupe_dev *bias, size_t bstride,
+                    const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                    const tupe_drop *drop, tupe_dev *scratch)
 {
     TIMED_SHAPE(P_ATT_F, 4.0 * B * H * T * T * dh,
-                orig.attn_fwd(be, ctx, probs, qkv, bias, lengths, B, T, H, dh, alpha, drop, scratch),
+                orig.attn_fwd(be, ctx, probs, lse, qkv, bias, bstride, lengths, B, T, H, dh, alpha,
+                              drop, scratch),
                 B * H, T, dh);
 }
-static void w_att_b(tupe_backend *be, tupe_dev *dqkv, tupe_dev *probs, const tupe_dev *dctx,
-                    const tupe_dev *qkv, const int32_t *lengths, int B, int T, int H, int dh,
-                    double alpha, const tupe_drop *drop, tupe_dev *scratch)
+static void w_att_b(tupe_backend *be, tupe_dev *dqkv, tupe_dev *G, tupe_dev *probs,
+                    const tupe_dev *lse, const tupe_dev *ctx, const tupe_dev *dctx,
+                    const tupe_dev *qkv, const tupe_dev *bias, size_t bstride,
+                    const int32_t *lengths, int B, int T, int H, int dh, double alpha,
+                    const tupe_drop *drop, tupe_dev *scratch)
 {
     TIMED_SHAPE(P_ATT_B, 8.0 * B * H * T * T * dh,
-                orig.attn_bwd(be, dqkv, probs, dctx, qkv, lengths, B, T, H, dh, alpha, drop, scratch),
+                orig.attn_bwd(be, dqkv, G, probs, lse, ctx, dctx, qkv, bias, bstride, lengths, B,
+                              T, H, dh, alpha, drop, scratch),
                 B * H, T, dh);
-}
-static void w_bias_g(tupe_backend *be, tupe_dev *G, const tupe_dev *dS, int B, int H, int T)
-{
-    TIMED(P_BIAS_G, 0, orig.bias_grad(be, G, dS, B, H, T));
 }
 static void w_pos_f(tupe_backend *be, tupe_dev *bias, const tupe_dev *A, const tupe_dev *rel,
                     const int32_t *buckets, int ldb, int T, int H, int reset)
@@ -270,7 +271,7 @@ static void profile_install(tupe_backend *be)
     be->gemm = w_gemm, be->linear_fwd = w_lin_f, be->linear_bwd = w_lin_b, be->act_fwd = w_act_f;
     be->act_bwd = w_act_b, be->ln_fwd = w_ln_f, be->ln_bwd = w_ln_b, be->resid_ln_fwd = w_rln_f;
     be->resid_ln_bwd = w_rln_b, be->embed_fwd = w_emb_f, be->embed_bwd = w_emb_b;
-    be->attn_fwd = w_att_f, be->attn_bwd = w_att_b, be->bias_grad = w_bias_g;
+    be->attn_fwd = w_att_f, be->attn_bwd = w_att_b;
     be->pos_bias_fwd = w_pos_f, be->pos_bias_bwd = w_pos_b, be->qk_pos_add = w_qk_a;
     be->qk_pos_grad = w_qk_g, be->gather_rows = w_gather, be->scatter_rows = w_scatter;
     be->xent_fwd = w_xent_f, be->xent_bwd = w_xent_b, be->adamw = w_adamw, be->zero = w_zero;

@@ -32,6 +32,10 @@ MUTANTS=(
     'ln-backward-count-kept|the one-kernel LayerNorm backward leaves its count of finished blocks as it is (the next launch finds no last block)|s{\n\s*if \(threadIdx\.x == 0\)\n\s*\*count = 0;}{}'
     'bias-epilogue-twice|a linear layer adds its bias in the cuBLASLt epilogue and again in k_bias_act|s{\n(\s*)b = NULL;\n(\s*T \*av)}{\n$1(void)b;\n$2}'
     'bucket-gradient|the relative-table gradient sorts (i, j) under bucket + 1|s{keys\[x\] = \(unsigned\)buckets\[\(size_t\)i \* ldb \+ j\];}{keys[x] = (unsigned)(buckets[(size_t)i * ldb + j] + 1);}'
+    'flash-bias-tile|the flash attention adds the bias of (i, j + 1) to the score of (i, j)|s{S\[x\] \+= bias\[\(size_t\)\(i0 \+ r\) \* T_ \+ j0 \+ c\];}{S[x] += bias[(size_t)(i0 + r) * T_ + j0 + c + 1];}'
+    'flash-key-block|the flash forward takes the keys of its last tile up to T, past the sequence'"'"'s length|s#for \(int j0 = 0; j0 < L; j0 \+= t\) \{ (/\* key tiles past[^\n]*)\n(\s*)int nc = min\(t, L - j0\);#for (int j0 = 0; j0 < L; j0 += t) { $1\n$2int nc = min(t, T_ - j0);#'
+    'flash-dropout-index|the flash forward drops the score of (i, j) by the decision of (i, j + 1)|s{fl_drop\(S, t, d, g0 \+ \(size_t\)j0, T_, nr, nc\);}{fl_drop(S, t, d, g0 + (size_t)j0 + 1, T_, nr, nc);}'
+    'flash-dbias-order|the flash backward adds the sequences'"'"' bias gradients last to first|s#for \(int b = 0; b < B; b\+\+\) \{\n(\s*)int L = lens\[b\], nc = min\(nk, L - j0\);#for (int b = B - 1; b >= 0; b--) {\n$1int L = lens[b], nc = min(nk, L - j0);#'
 )
 
 mkdir -p "$M"

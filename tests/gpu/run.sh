@@ -17,7 +17,8 @@
 #            (128, 128): real tokens/s (padding excluded) and their MFU over --peak (989
 #            TFLOP/s, H100 SXM / H200) at 588 / 545 MFLOP per token (lib/model/flops.h), the
 #            TUPE-R / BERT-A step-time ratio; then the same steps with --per-op: the device time
-#            of every backend operation (CUDA events), the slowest first; TUPE-R at (512, 16)
+#            of every backend operation (CUDA events), the slowest first; TUPE-R at (512, 16);
+#            TUPE-R at (512, 32) with TUPE_ATTN=materialised: the flash attention's gain
 #            for the projection of 1M steps at batch 256 on 16 GPUs
 #   nccl     skipped with a note when one GPU (NCCL needs a GPU per rank); with several: 2 ranks
 #            started as a loop of processes (the rendezvous, no MPI), 10 steps of tiny in fp32,
@@ -265,6 +266,14 @@ for cfg in "512 32" "128 128"; do
     for pos in bert-a tupe-r; do bench_one "$1" "$2" $pos --per-op; done
 done
 bench_one 512 16 tupe-r
+# the flash attention (the default) against the materialised one, TUPE-R at (512, 32)
+flash_ms=${MS[tupe-r-512-32]:-}
+TUPE_ATTN=materialised bench_one 512 32 tupe-r
+mat_ms=${MS[tupe-r-512-32]:-}
+MS[tupe-r-512-32]=$flash_ms
+if [ -n "$flash_ms" ] && [ -n "$mat_ms" ]; then
+    awk -v f="$flash_ms" -v m="$mat_ms" 'BEGIN { printf "flash / materialised attention, TUPE-R step time at seq 512 batch 32: %.3f\n", f / m }'
+fi
 rm -f "$LOGS/bench-one.log"
 for cfg in "512 32" "128 128"; do
     set -- $cfg

@@ -562,6 +562,46 @@ static void ops_embed(pair *P, const shape *S)
     free(types);
 }
 
+/* Device only (flash): the bias gradient of the batch is its sequences' dS added in their order,
+ * and dqkv is each sequence's: bit for bit the same as the sequences one at a time. */
+static void attn_order(pair *P, const char *var, const buf *qkv, const buf *bias, const buf *ctx,
+                       const buf *lse, const buf *dctx, const buf *dqkv, const buf *G,
+                       const float *G0, const buf *blen, int B, int T, int H, int dh,
+                       double alpha, const tupe_drop *dr)
+{
+    tupe_backend *be = P->be[1];
+    size_t D3 = (size_t)T * 3 * H * dh, Dd = (size_t)T * H * dh, HT = (size_t)H * T;
+    size_t nG = HT * T, nq = (size_t)B * D3;
+    tupe_dev *g = be->alloc(be, nG * (size_t)be->wsize), *dq = be->alloc(be, nq * (size_t)be->esize);
+    be->upload(be, g, G0, nG, TUPE_F32 | TUPE_WIDE);
+    for (int b = 0; b < B; b++) {
+        tupe_drop d1 = *dr;
+        d1.base += (uint64_t)b * HT * T;
+        be->attn_bwd(be, tupe_dev_at(be, dq, b * D3), g, NULL, tupe_dev_wat(be, lse->d[1], b * HT),
+                     tupe_dev_at(be, ctx->d[1], b * Dd), tupe_dev_at(be, dctx->d[1], b * Dd),
+                     tupe_dev_at(be, qkv->d[1], b * D3), bias->d[1], 0,
+                     (const int32_t *)blen->d[1] + b, 1, T, H, dh, alpha, &d1, NULL);
+    }
+    float *h[4];
+    h[0] = xmalloc(nG * sizeof(float)), h[1] = xmalloc(nG * sizeof(float));
+    h[2] = xmalloc(nq * sizeof(float)), h[3] = xmalloc(nq * sizeof(float));
+    be->download(be, h[0], G->d[1], nG, TUPE_F32 | TUPE_WIDE);
+    be->download(be, h[1], g, nG, TUPE_F32 | TUPE_WIDE);
+    be->download(be, h[2], dqkv->d[1], nq, TUPE_F32);
+    be->download(be, h[3], dq, nq, TUPE_F32);
+    if (!backend_error(P, "attn_bwd")) {
+        verdict(P, "attn_bwd", var, "G order", 0, memcmp(h[0], h[1], nG * sizeof(float)) ? 1 : 0, 0);
+        verdict(P, "attn_bwd", var, "dqkv/seq", 0, memcmp(h[2], h[3], nq * sizeof(float)) ? 1 : 0, 0);
+    }
+    for (int i = 0; i < 4; i++)
+        free(h[i]);
+    be->free(be, g);
+    be->free(be, dq);
+}
+
+/* The attention in each form the device has, against the reference's (materialised, the CPU's
+ * form): materialised (probs kept) and, where the device has it, flash (the rows' log-sum-exp
+ * kept); with a bias shared by the batch, one per sequence (bias_bstride) and none. */
 static void ops_attn(pair *P, const shape *S)
 {
     int B = S->B, T = S->T, H = S->H, dh = S->dh, Dd = H * dh, N = B * T;
@@ -569,30 +609,51 @@ static void ops_attn(pair *P, const shape *S)
     lengths_of(S, len);
     buf blen = mki(P, len, (size_t)B);
     double alpha = 1.0 / sqrt((double)dh);
+    size_t HTT = (size_t)H * T * T;
     tupe_dev *scr[2];
     for (int s = 0; s < 2; s++) {
         tupe_backend *be = P->be[s];
         scr[s] = be->alloc(be, (be->attn_scratch(be, T) + 1) * (size_t)be->esize);
     }
-    for (int k = 0; k < 2; k++) {
-        const char *var = k ? "no-bias,no-drop" : "bias+drop";
-        buf qkv = mkr(P, (size_t)N * 3 * Dd, 2), bias = mkw(P, (size_t)H * T * T, 1);
-        buf ctx = mk(P, (size_t)N * Dd, 0, NULL), probs = mk(P, (size_t)B * H * T * T, 0, NULL);
-        tupe_drop dr = dropper(k ? 0 : 0.1, 33, 5);
-        BOTH(be->attn_fwd(be, D(ctx), D(probs), D(qkv), k ? NULL : D(bias), IP(blen), B, T, H, dh,
-                          alpha, &dr, scr[s_]));
-        cmp(P, "attn_fwd", var, "probs", &probs, TOL(P, 1e-5, 1e-2));
-        cmp(P, "attn_fwd", var, "ctx", &ctx, TOL(P, 1e-5, 1e-2));
-        buf dctx = mkr(P, (size_t)N * Dd, 1), dqkv = mkr(P, (size_t)N * 3 * Dd, 1);
-        BOTH(be->attn_bwd(be, D(dqkv), D(probs), D(dctx), D(qkv), IP(blen), B, T, H, dh, alpha, &dr,
-                          scr[s_]));
-        cmp(P, "attn_bwd", var, "dS", &probs, TOL(P, 1e-5, 3e-2));
-        cmp(P, "attn_bwd", var, "dqkv", &dqkv, TOL(P, 1e-5, 3e-2));
-        buf G = mkw(P, (size_t)H * T * T, 0.1);
-        BOTH(be->bias_grad(be, D(G), D(probs), B, H, T));
-        cmp(P, "bias_grad", var, "G", &G, TOL(P, 1e-5, 3e-2));
-        rel(P, &qkv), rel(P, &bias), rel(P, &ctx), rel(P, &probs), rel(P, &dctx), rel(P, &dqkv);
-        rel(P, &G);
+    static const struct { int bias, seq; double p; const char *name; } v[] = {
+        {1, 0, 0.1, "bias+drop"}, {0, 0, 0, "no-bias,no-drop"}, {1, 1, 0.1, "seq-bias+drop"}};
+    for (int flash = 0; flash < 2; flash++) {
+        if (flash && !P->be[1]->attn_flash)
+            continue;
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            char var[40];
+            snprintf(var, sizeof var, "%s%s", flash ? "flash," : "", v[k].name);
+            size_t bs = v[k].seq ? HTT : 0, nb = v[k].seq ? (size_t)B * HTT : HTT;
+            buf qkv = mkr(P, (size_t)N * 3 * Dd, 2), bias = mkw(P, nb, 1);
+            buf ctx = mk(P, (size_t)N * Dd, 0, NULL), probs = mk(P, (size_t)B * HTT, 0, NULL);
+            buf lse = mk(P, (size_t)B * H * T, 1, NULL);
+            tupe_drop dr = dropper(v[k].p, 33, 5);
+#define PROBS (flash && s_ == 1 ? NULL : D(probs))
+#define BIAS (v[k].bias ? D(bias) : NULL)
+            BOTH(be->attn_fwd(be, D(ctx), PROBS, D(lse), D(qkv), BIAS, bs, IP(blen), B, T, H, dh,
+                              alpha, &dr, scr[s_]));
+            if (!flash)
+                cmp(P, "attn_fwd", var, "probs", &probs, TOL(P, 1e-5, 1e-2));
+            cmp(P, "attn_fwd", var, "ctx", &ctx, TOL(P, 1e-5, 1e-2));
+            buf dctx = mkr(P, (size_t)N * Dd, 1), dqkv = mkr(P, (size_t)N * 3 * Dd, 1);
+            float *G0 = randv(P, nb, 0.1, 1);
+            buf G = mk(P, nb, 1, G0);
+            BOTH(be->attn_bwd(be, D(dqkv), v[k].bias ? D(G) : NULL, PROBS, D(lse), D(ctx), D(dctx),
+                              D(qkv), BIAS, bs, IP(blen), B, T, H, dh, alpha, &dr, scr[s_]));
+#undef PROBS
+#undef BIAS
+            if (!flash)
+                cmp(P, "attn_bwd", var, "dS", &probs, TOL(P, 1e-5, 3e-2));
+            cmp(P, "attn_bwd", var, "dqkv", &dqkv, TOL(P, 1e-5, 3e-2));
+            if (v[k].bias)
+                cmp(P, "attn_bwd", var, "G", &G, TOL(P, 1e-5, 3e-2));
+            if (flash && v[k].bias && !v[k].seq)
+                attn_order(P, var, &qkv, &bias, &ctx, &lse, &dctx, &dqkv, &G, G0, &blen, B, T, H,
+                           dh, alpha, &dr);
+            free(G0);
+            rel(P, &qkv), rel(P, &bias), rel(P, &ctx), rel(P, &probs), rel(P, &lse);
+            rel(P, &dctx), rel(P, &dqkv), rel(P, &G);
+        }
     }
     for (int s = 0; s < 2; s++)
         P->be[s]->free(P->be[s], scr[s]);
@@ -904,8 +965,9 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
     snprintf(var, sizeof var, "%s/%s%s%s", model, tupe_position_name(c.position),
              tie_cls ? "+tie-cls" : "", tupe_cfg_rope(&c) && ROPE_HALF ? "+half" : "");
     double loss[2];
-    float *lg[2];
-    size_t nl = 0;
+    float *lg[2], *pr[2];
+    size_t nl = 0, np = 0;
+    int cfg_layers = c.num_layers;
     for (int s = 0; s < 2; s++) {
         tupe_batch tb;
         memset(&tb, 0, sizeof tb);
@@ -922,7 +984,12 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
         loss[s] = out.loss;
         nl = (size_t)b.M * V;
         lg[s] = xmalloc(nl * 4);
+        /* the last layer's attention probabilities: on a device whose forward kept only the
+         * log-sum-exp (flash), the probe computes them again */
+        np = tupe_model_probe_size(m[s], TUPE_PROBE_ATTN_PROBS);
+        pr[s] = xmalloc(np * 4);
         if (tupe_model_probe(m[s], TUPE_PROBE_LOGITS, 0, lg[s], nl, &e) ||
+            tupe_model_probe(m[s], TUPE_PROBE_ATTN_PROBS, cfg_layers - 1, pr[s], np, &e) ||
             tupe_model_backward(m[s], &e)) {
             fprintf(stderr, "tupe-parity: %s\n", e.msg);
             return 2;
@@ -930,6 +997,9 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
     }
     cmp_val(P, "step", var, "loss", loss[0], loss[1], TOL(P, 1e-5, 1e-2));
     cmp_host(P, "step", var, "logits", lg[0], lg[1], nl, TOL(P, 1e-4, 3e-2));
+    cmp_host(P, "step", var, "attn_probs", pr[0], pr[1], np, TOL(P, 1e-5, 1e-2));
+    free(pr[0]);
+    free(pr[1]);
     cmp_val(P, "step", var, "grad_norm", tupe_grad_norm(m[0]), tupe_grad_norm(m[1]),
             TOL(P, 1e-4, 3e-2));
     const tupe_layout *lay = tupe_model_layout(m[0]);
