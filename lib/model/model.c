@@ -860,8 +860,9 @@ static int probe_probs(tupe_model *m, int layer, float *dst, size_t n, tupe_err 
     if (!probs || !ctx) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of device memory for the attention probabilities");
     } else {
-        be->attn_fwd(be, ctx, probs, NULL, m->la[layer].qkv, tupe_posenc_bias(&m->pe), 0, (const int32_t *)m->i_len, B, T,
-                     H, D / H, tupe_cfg_score_scale(c), NULL, m->attn_scr);
+        be->attn_fwd(be, ctx, probs, NULL, m->la[layer].qkv, tupe_posenc_bias(&m->pe), 0,
+                     (const int32_t *)m->i_len, B, T, H, D / H, tupe_cfg_score_scale(c), NULL,
+                     m->attn_scr);
         be->download(be, dst, probs, n, TUPE_F32);
         if (be->check)
             rc = be->check(be, e);
