@@ -21,7 +21,8 @@ enum {
     O_END_LR, O_POWER, O_WARMUP, O_STEPS, O_SEED, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
-    O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE, O_SEQLEN, O_POS_BUCKET, O_ROPE_SCALING
+    O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE, O_SEQLEN, O_POS_BUCKET, O_ROPE_SCALING,
+    O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
@@ -51,6 +52,9 @@ static const tupe_opt train_opts[] = {
     {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden dropout (default: the configuration's, 0.1)", NULL},
     {O_ATTN_DROPOUT, "attention-dropout", 0, TUPE_REQARG, "P", "attention dropout (default: the configuration's)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
+    {O_OBJECTIVE, "objective", 0, TUPE_REQARG, "mlm|electra", "mlm: masked LM (default); electra: a generator and a\ndiscriminator trained together (replaced-token\ndetection, ELECTRA's masking)", "list:mlm electra"},
+    {O_GEN_SIZE, "generator-size", 0, TUPE_REQARG, "F", "ELECTRA: the generator's width as a fraction of the\nmodel's (default: 1/3 for 768 wide, else 1/4)", NULL},
+    {O_RTD_WEIGHT, "rtd-weight", 0, TUPE_REQARG, "X", "ELECTRA: weight of the discriminator's loss in the\ntotal (default: 50)", NULL},
     {O_LOG, "log-every", 0, TUPE_REQARG, "N", "steps between progress lines and metrics; 0 = none\n(default: 100)", NULL},
     {O_EVAL, "eval-every", 0, TUPE_REQARG, "N", "steps between validations; 0 = at the end only\n(default: 10000)", NULL},
     {O_EVAL_SEQ, "eval-sequences", 0, TUPE_REQARG, "N", "validation sequences per evaluation (default: all)", NULL},
@@ -258,6 +262,9 @@ static int cmd_eval(tupe_cli *c, void *opts)
                 print_buckets(&r, a->o.eval_bucket, 1);
                 printf("]");
             }
+            if (r.electra)
+                printf(",\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,\"val_replaced\":%.6f,"
+                       "\"tokens\":%lld", r.rtd_loss, r.rtd_acc, r.replaced, (long long)r.tokens);
             printf("}\n");
             free(q);
             json_decref(js);
@@ -270,6 +277,10 @@ static int cmd_eval(tupe_cli *c, void *opts)
             printf(")\n");
             print_buckets(&r, a->o.eval_bucket, 0);
         }
+        if (!a->json && r.electra)
+            printf("%s: discriminator loss %.4f, accuracy %.2f%% (%.2f%% of %lld tokens replaced by "
+                   "the generator)\n", a->ckpt, r.rtd_loss, 100 * r.rtd_acc, 100 * r.replaced,
+                   (long long)r.tokens);
     }
     tupe_comm_finalize(comm);
     tupe_backend_destroy(be);
@@ -329,6 +340,9 @@ int main(int argc, char **argv)
         case O_ZERO: rc = tupe_cli_long(&c, arg, 0, 1, &v); o->zero = (int)v; break;
         case O_BUCKET: rc = tupe_cli_double(&c, arg, 0.001, 1 << 20, &o->bucket_mb); break;
         case O_GRAD_REDUCE: rc = tupe_cli_choice(&c, arg, "tree|nccl", &o->grad_reduce); break;
+        case O_OBJECTIVE: rc = tupe_cli_choice(&c, arg, "mlm|electra", &o->objective); break;
+        case O_GEN_SIZE: rc = tupe_cli_double(&c, arg, 0.001, 1, &o->generator_size); break;
+        case O_RTD_WEIGHT: rc = tupe_cli_double(&c, arg, 0.001, 1e6, &o->rtd_weight); break;
         case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;

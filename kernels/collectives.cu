@@ -125,7 +125,8 @@ struct nccl_link {
     double timeout;                 /* seconds a host wait may last */
     tupe_nccl_hint_fn hint;         /* what the other ranks are doing, for a timeout's message */
     void *hint_ctx;
-    pthread_mutex_t mu;             /* NCCL calls against an abort from another thread */
+    pthread_mutex_t mu;             /* NCCL's calls on comm against an abort from another
+                                     * thread; never held across a stream or event call */
     volatile int aborted;
     char why[400];
 };
@@ -156,7 +157,8 @@ static void abort_locked(nccl_link *nl, const char *why)
 }
 
 /* A result of an NCCL call on a non-blocking communicator: ncclInProgress means "poll until it
- * is done". 0, or 1 with the reason in pr's error (nl->mu held). */
+ * is done"; the lock is let go between polls, so that an abort from another thread is never
+ * kept waiting for a peer that is gone. 0, or 1 with the reason in pr's error (nl->mu held). */
 static int nccl_done(cu_priv *pr, ncclResult_t r, const char *what)
 {
     nccl_link *nl = pr->nl;
@@ -169,7 +171,9 @@ static int nccl_done(cu_priv *pr, ncclResult_t r, const char *what)
                 abort_locked(nl, "NCCL: an operation did not start in time");
                 break;
             }
+            pthread_mutex_unlock(&nl->mu);
             sleep_us(50);
+            pthread_mutex_lock(&nl->mu);
         }
     }
     if (r == ncclSuccess)
@@ -195,6 +199,15 @@ int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
             return ck(pr, r, what);
         if (nl->aborted)
             break;
+        char late[400] = "";
+        if (now_s() - t0 > nl->timeout) { /* the hint is asked for without nl->mu */
+            char h[240] = "";
+            if (nl->hint)
+                nl->hint(nl->hint_ctx, h, sizeof h);
+            snprintf(late, sizeof late, "rank %d: the GPU work waiting on the other ranks did "
+                     "not finish within %.0f s (TUPE_COMM_TIMEOUT)%s%s", nl->rank, nl->timeout,
+                     h[0] ? ": " : "", h);
+        }
         ncclResult_t ae = ncclSuccess;
         pthread_mutex_lock(&nl->mu);
         if (nl->comm && NCCL.async_error(nl->comm, &ae) == ncclSuccess && ae != ncclSuccess &&
@@ -202,14 +215,8 @@ int wait_stream(cu_priv *pr, cudaStream_t st, const char *what)
             char msg[300];
             snprintf(msg, sizeof msg, "NCCL: %s", NCCL.error_string(ae));
             abort_locked(nl, msg);
-        } else if (now_s() - t0 > nl->timeout) {
-            char msg[400], h[240] = "";
-            if (nl->hint)
-                nl->hint(nl->hint_ctx, h, sizeof h);
-            snprintf(msg, sizeof msg, "rank %d: the GPU work waiting on the other ranks did not "
-                     "finish within %.0f s (TUPE_COMM_TIMEOUT)%s%s", nl->rank, nl->timeout,
-                     h[0] ? ": " : "", h);
-            abort_locked(nl, msg);
+        } else if (late[0]) {
+            abort_locked(nl, late);
         }
         pthread_mutex_unlock(&nl->mu);
         sleep_us(i < 100 ? 20 : i < 1000 ? 100 : 1000);
@@ -320,14 +327,15 @@ extern "C" int tupe_backend_cuda_nccl_init(tupe_backend *be, const void *id, int
     ncclResult_t r = nc->init_config(&nl->comm, world, u, rank, &cfg);
     double t0 = now_s();
     while (r == ncclInProgress) {
-        if (nc->async_error(nl->comm, &r) != ncclSuccess)
-            break;
-        if (r != ncclInProgress)
-            break;
+        pthread_mutex_lock(&nl->mu); /* an abort from another thread may free the comm */
+        int gone = nl->aborted || nc->async_error(nl->comm, &r) != ncclSuccess;
+        pthread_mutex_unlock(&nl->mu);
         if (nl->aborted) {
             r = ncclRemoteError;
             break;
         }
+        if (gone || r != ncclInProgress)
+            break;
         if (now_s() - t0 > nl->timeout) {
             pthread_mutex_lock(&nl->mu);
             abort_locked(nl, "");
@@ -354,51 +362,62 @@ extern "C" void tupe_backend_cuda_nccl_abort(tupe_backend *be, const char *why)
     nccl_link *nl = be ? PR(be)->nl : NULL;
     if (!nl)
         return;
-    /* The lock keeps an abort from freeing the communicator under an NCCL call; but its holder
-     * may be waiting for the communication stream, which only the abort can free (a peer that
-     * died inside a collective): after a second without the lock, abort anyway, as NCCL means
-     * ncclCommAbort to be called from another thread against a hang. */
-    for (int i = 0; i < 1000; i++) {
-        if (pthread_mutex_trylock(&nl->mu) == 0) {
-            abort_locked(nl, why);
-            pthread_mutex_unlock(&nl->mu);
-            return;
-        }
-        sleep_us(1000);
-    }
+    /* The lock keeps an abort from freeing the communicator under an NCCL call. Its holders
+     * never wait for a stream or for a peer while they hold it (stream and event calls are
+     * made without it; nccl_done lets it go between polls), so this wait is short. */
+    pthread_mutex_lock(&nl->mu);
     abort_locked(nl, why);
+    pthread_mutex_unlock(&nl->mu);
 }
 
-/* Starts a communication: cs waits for the compute stream's work queued so far. 0, or 1 (the
- * error kept; nl->mu held either way). */
-static int comm_begin(cu_priv *pr, const char *what)
+/* The link for work on the streams, or NULL (no link, an abort or an earlier error; an abort's
+ * reason kept in pr). Not locked: a stream or event call may wait for the communication
+ * stream (under emulation, recording an event again waits for its last record), which only an
+ * abort can free when a peer died inside a collective, so nl->mu is never held across one. */
+static nccl_link *comm_link(cu_priv *pr)
 {
     nccl_link *nl = pr->nl;
-    pthread_mutex_lock(&nl->mu);
-    if (nl->aborted) {
+    if (nl && nl->aborted)
         set_err(pr, "%s%s", nl->why, "");
-        return 1;
-    }
-    if (pr->err)
-        return 1;
-    (void)what;
-    return CK(cudaEventRecord(nl->after_compute, pr->s)) ||
-           CK(cudaStreamWaitEvent(nl->cs, nl->after_compute, 0));
+    return nl && !pr->err ? nl : NULL;
 }
 
+/* The result of a communication call: 0, or the error kept in pr, or no link. */
 static int comm_end(cu_priv *pr, tupe_err *e)
 {
-    pthread_mutex_unlock(&pr->nl->mu);
     if (pr->err)
         return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
+    if (!pr->nl)
+        return tupe_fail(e, TUPE_EFAIL, "NCCL used before tupe_backend_cuda_nccl_init");
     return 0;
 }
 
-static int no_link(cu_priv *pr, tupe_err *e)
+/* Starts a communication: cs waits for the compute stream's work queued so far. 0, or 1 (the
+ * error kept, or no link). */
+static int comm_begin(cu_priv *pr)
 {
-    if (pr->err)
-        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
-    return tupe_fail(e, TUPE_EFAIL, "NCCL used before tupe_backend_cuda_nccl_init");
+    nccl_link *nl = comm_link(pr);
+    return !nl || CK(cudaEventRecord(nl->after_compute, pr->s)) ||
+           CK(cudaStreamWaitEvent(nl->cs, nl->after_compute, 0));
+}
+
+/* NCCL calls on nl->comm are made between these: 0 with nl->mu held, or 1 (aborted: the
+ * reason kept; not held). */
+static int nccl_lock(cu_priv *pr)
+{
+    nccl_link *nl = pr->nl;
+    pthread_mutex_lock(&nl->mu);
+    if (!nl->aborted && nl->comm)
+        return 0;
+    pthread_mutex_unlock(&nl->mu);
+    set_err(pr, "%s%s", nl->aborted ? nl->why : "NCCL: the communicator is gone", "");
+    return 1;
+}
+
+static int nccl_unlock(cu_priv *pr, int bad)
+{
+    pthread_mutex_unlock(&pr->nl->mu);
+    return bad;
 }
 
 /* nl->scr of at least `bytes` (growing it waits for cs, which may still read the old one). */
@@ -407,10 +426,7 @@ static void *comm_scratch(cu_priv *pr, size_t bytes)
     nccl_link *nl = pr->nl;
     if (nl->scr_bytes >= bytes)
         return nl->scr;
-    pthread_mutex_unlock(&nl->mu);
-    int bad = wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
-    pthread_mutex_lock(&nl->mu);
-    if (bad || nl->aborted)
+    if (wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)"))
         return NULL;
     if (nl->scr)
         cudaFree(nl->scr);
@@ -451,6 +467,8 @@ static int exchange(cu_priv *pr, int n, int me, int base, int stride, const char
                     char *rb, size_t rs, size_t count, ncclDataType_t t)
 {
     nccl_link *nl = pr->nl;
+    if (nccl_lock(pr))
+        return 1;
     int bad = nccl_done(pr, NCCL.group_start(), "group");
     for (int k = 0; k < n && !bad; k++)
         if (k != me)
@@ -458,7 +476,7 @@ static int exchange(cu_priv *pr, int n, int me, int base, int stride, const char
                                           nl->comm, nl->cs), "send") ||
                   nccl_done(pr, NCCL.recv(rb + (size_t)k * rs, count, t, base + k * stride,
                                           nl->comm, nl->cs), "receive");
-    return bad || nccl_done(pr, NCCL.group_end(), "group");
+    return nccl_unlock(pr, bad || nccl_done(pr, NCCL.group_end(), "group"));
 }
 
 static void tree_pieces(cu_priv *pr, char *own, char *slots, int n, int me, size_t count)
@@ -474,17 +492,17 @@ extern "C" int tupe_backend_cuda_reduce_pieces(tupe_backend *be, tupe_dev *buf, 
                                                int fixed, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    if (comm_begin(pr, "reduce") || piece == 0)
+    if (comm_begin(pr) || piece == 0)
         return comm_end(pr, e);
+    nccl_link *nl = pr->nl;
     size_t es = (size_t)be->esize;
     ncclDataType_t t = pr->bf16 ? ncclBfloat16 : ncclFloat32;
     char *b = (char *)buf;
     if (!fixed) {
-        nccl_done(pr, NCCL.reduce_scatter(b, b + (size_t)nl->rank * piece * es, piece, t, ncclSum,
-                                          nl->comm, nl->cs), "reduce-scatter");
+        if (!nccl_lock(pr))
+            nccl_unlock(pr, nccl_done(pr, NCCL.reduce_scatter(b, b + (size_t)nl->rank * piece * es,
+                                                              piece, t, ncclSum, nl->comm, nl->cs),
+                                      "reduce-scatter"));
         return comm_end(pr, e);
     }
     /* within the node: its L ranks' chunks (N pieces each; this rank's is its place l), summed
@@ -506,16 +524,16 @@ extern "C" int tupe_backend_cuda_gather_pieces(tupe_backend *be, tupe_dev *buf, 
                                                size_t elem, int fixed, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    if (comm_begin(pr, "gather") || piece == 0)
+    if (comm_begin(pr) || piece == 0)
         return comm_end(pr, e);
+    nccl_link *nl = pr->nl;
     size_t bytes = piece * elem;
     char *b = (char *)buf;
     if (!fixed) {
-        nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes, ncclUint8, nl->comm,
-                                      nl->cs), "all-gather");
+        if (!nccl_lock(pr))
+            nccl_unlock(pr, nccl_done(pr, NCCL.all_gather(b + (size_t)nl->rank * bytes, b, bytes,
+                                                          ncclUint8, nl->comm, nl->cs),
+                                      "all-gather"));
         return comm_end(pr, e);
     }
     /* the reduction's stages backwards: across nodes, the pieces of this rank's chunk; then
@@ -533,12 +551,11 @@ extern "C" int tupe_backend_cuda_bcast(tupe_backend *be, tupe_dev *buf, size_t b
                                        tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    if (comm_begin(pr, "broadcast") || bytes == 0)
+    if (comm_begin(pr) || bytes == 0 || nccl_lock(pr))
         return comm_end(pr, e);
-    nccl_done(pr, NCCL.broadcast(buf, buf, bytes, ncclUint8, root, nl->comm, nl->cs), "broadcast");
+    nccl_link *nl = pr->nl;
+    nccl_unlock(pr, nccl_done(pr, NCCL.broadcast(buf, buf, bytes, ncclUint8, root, nl->comm,
+                                                 nl->cs), "broadcast"));
     return comm_end(pr, e);
 }
 
@@ -546,13 +563,11 @@ extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size
                                            tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    if (comm_begin(pr, "all-reduce") || n == 0)
+    if (comm_begin(pr) || n == 0 || nccl_lock(pr))
         return comm_end(pr, e);
-    nccl_done(pr, NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                                  nl->comm, nl->cs), "all-reduce");
+    nccl_link *nl = pr->nl;
+    nccl_unlock(pr, nccl_done(pr, NCCL.all_reduce(buf, buf, n, pr->bf16 ? ncclBfloat16 : ncclFloat32,
+                                                  ncclSum, nl->comm, nl->cs), "all-reduce"));
     return comm_end(pr, e);
 }
 
@@ -579,25 +594,18 @@ static double *sums_host(cu_priv *pr, size_t n)
 static int sums_allreduce(cu_priv *pr, double *d, size_t k)
 {
     nccl_link *nl = pr->nl;
-    int bad = comm_begin(pr, "sums") ||
-              nccl_done(pr, NCCL.all_reduce(d, d, k, ncclFloat64, ncclSum, nl->comm, nl->cs),
-                        "all-reduce (gradient norm)") ||
-              CK(cudaEventRecord(nl->after_comm, nl->cs)) ||
-              CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
-    pthread_mutex_unlock(&nl->mu);
-    return bad;
+    return comm_begin(pr) || nccl_lock(pr) ||
+           nccl_unlock(pr, nccl_done(pr, NCCL.all_reduce(d, d, k, ncclFloat64, ncclSum, nl->comm,
+                                                         nl->cs), "all-reduce (gradient norm)")) ||
+           CK(cudaEventRecord(nl->after_comm, nl->cs)) ||
+           CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
 }
 
 extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    pthread_mutex_lock(&nl->mu);
-    if (nl->aborted)
-        set_err(pr, "%s%s", nl->why, "");
-    else if (!pr->err && !CK(cudaEventRecord(nl->after_comm, nl->cs)))
+    nccl_link *nl = comm_link(pr);
+    if (nl && !CK(cudaEventRecord(nl->after_comm, nl->cs)))
         CK(cudaStreamWaitEvent(pr->s, nl->after_comm, 0));
     return comm_end(pr, e);
 }
@@ -605,11 +613,8 @@ extern "C" int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e)
 extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *be, int i, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    pthread_mutex_lock(&nl->mu);
-    if (i >= nl->nmarks && !pr->err) {
+    nccl_link *nl = comm_link(pr);
+    if (nl && i >= nl->nmarks) {
         cudaEvent_t *m = (cudaEvent_t *)realloc(nl->marks, (size_t)(i + 1) * sizeof *m);
         if (!m)
             set_err(pr, "%s%s", "out of host memory", "");
@@ -619,9 +624,7 @@ extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *be, int i, tupe_err *e)
                !CK(cudaEventCreateWithFlags(&nl->marks[nl->nmarks], cudaEventDisableTiming)))
             nl->nmarks++;
     }
-    if (nl->aborted)
-        set_err(pr, "%s%s", nl->why, "");
-    else if (!pr->err)
+    if (nl && !pr->err)
         CK(cudaEventRecord(nl->marks[i], nl->cs));
     return comm_end(pr, e);
 }
@@ -629,13 +632,8 @@ extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *be, int i, tupe_err *e)
 extern "C" int tupe_backend_cuda_comm_after(tupe_backend *be, int i, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    pthread_mutex_lock(&nl->mu);
-    if (nl->aborted)
-        set_err(pr, "%s%s", nl->why, "");
-    else if (!pr->err && i < nl->nmarks)
+    nccl_link *nl = comm_link(pr);
+    if (nl && i < nl->nmarks)
         CK(cudaStreamWaitEvent(pr->s, nl->marks[i], 0));
     return comm_end(pr, e);
 }
@@ -643,13 +641,9 @@ extern "C" int tupe_backend_cuda_comm_after(tupe_backend *be, int i, tupe_err *e
 extern "C" int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e)
 {
     cu_priv *pr = PR(be);
-    nccl_link *nl = pr->nl;
-    if (!nl)
-        return no_link(pr, e);
-    wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
-    if (pr->err)
-        return tupe_fail(e, TUPE_EFAIL, "CUDA backend (GPU %d): %s", pr->dev, pr->msg);
-    return 0;
+    if (pr->nl)
+        wait_stream(pr, pr->nl->cs, "cudaStreamSynchronize (communication)");
+    return comm_end(pr, e);
 }
 #else
 void nccl_destroy(cu_priv *) {}

@@ -68,6 +68,8 @@ enum {
     TUPE_RNG_SHUFFLE = 4,  /* data order */
     TUPE_RNG_SPLIT = 5,    /* train/validation split */
     TUPE_RNG_SAMPLE = 6,   /* vocabulary sampling, misc */
+    TUPE_RNG_ELECTRA_MASK = 7, /* ELECTRA's masking */
+    TUPE_RNG_GUMBEL = 8,   /* the noise of ELECTRA's generator samples */
     TUPE_RNG_USER = 16     /* first tag free for callers */
 };
 

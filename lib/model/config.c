@@ -113,7 +113,19 @@ static const field fields[] = {
     FI("rel_pos_buckets", rel_pos_buckets, 4, 1024),
     FI("max_rel_pos", max_rel_pos, 2, 1 << 20),
     FI("num_labels", num_labels, 0, 1 << 20),
+    FI("embedding_size", embedding_size, 0, 65536),
+    FR("generator_hidden_size", generator_hidden_size, 0, 1),
 };
+/* The fields written only when set (their 0 is the plain model's default), so that the
+ * configurations of plain models read as before. */
+static int optional_field(const field *f, const tupe_config *c)
+{
+    if (f->off == offsetof(tupe_config, embedding_size))
+        return c->embedding_size == 0 || c->embedding_size == c->hidden_size;
+    if (f->off == offsetof(tupe_config, generator_hidden_size))
+        return c->generator_hidden_size == 0;
+    return 0;
+}
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
 static int cfg_fail(tupe_err *e, const char *name, const char *fmt, ...) TUPE_PRINTF(3, 4);
@@ -272,6 +284,20 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
             return tupe_fail(e, TUPE_EDATA, "dropout probabilities must be in [0, 1)");
     if (c->vocab_size < 0 || c->type_vocab_size < 0 || c->num_labels < 0)
         return tupe_fail(e, TUPE_EDATA, "sizes must not be negative");
+    if (c->embedding_size < 0 || !(c->generator_hidden_size >= 0 && c->generator_hidden_size <= 1))
+        return tupe_fail(e, TUPE_EDATA, "embedding_size must not be negative and "
+                         "generator_hidden_size must be in [0, 1]");
+    if (tupe_cfg_pair(c)) {
+        if (c->num_labels != 0 || c->rtd_head)
+            return tupe_fail(e, TUPE_EDATA, "an ELECTRA pair (generator_hidden_size %g) has its "
+                             "pre-training heads: num_labels must be 0", c->generator_hidden_size);
+        int g = (int)lround(c->hidden_size * c->generator_hidden_size);
+        int gh = g / 64 > 1 ? g / 64 : 1;
+        if (g < 1 || g % gh != 0)
+            return tupe_fail(e, TUPE_EDATA, "generator_hidden_size %g gives a generator %d wide, "
+                             "which %d heads (width / 64) do not divide", c->generator_hidden_size,
+                             g, gh);
+    }
     if (need_vocab && c->vocab_size <= 0)
         return tupe_fail(e, TUPE_EDATA,
                          "vocab_size is not set (presets take it from the vocabulary)");
@@ -280,8 +306,9 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
      * [3 hidden, hidden] query-key-value matrix, the feed-forward layers). */
     double rows[] = {c->vocab_size, c->intermediate_size, (double)c->max_position + 2,
                      c->type_vocab_size, c->num_labels, 3.0 * c->hidden_size};
+    double width = tupe_cfg_emb(c) > c->hidden_size ? tupe_cfg_emb(c) : c->hidden_size;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i] * c->hidden_size > (double)INT_MAX)
+        if (rows[i] * width > (double)INT_MAX)
             return tupe_fail(e, TUPE_EDATA, "model too large for 32-bit matrix dimensions");
     return 0;
 }
@@ -304,6 +331,12 @@ int tupe_config_same_encoder(const tupe_config *a, const tupe_config *b, char *w
     SAME(max_position, "max_position_embeddings");
     SAME(type_vocab_size, "type_vocab_size");
     SAME(layer_norm_eps, "layer_norm_eps");
+    if (tupe_cfg_emb(a) != tupe_cfg_emb(b)) {
+        snprintf(what, cap, "embedding_size");
+        return 0;
+    }
+    SAME(generator_hidden_size, "generator_hidden_size");
+    SAME(rtd_head, "rtd_head");
     if (tupe_cfg_rel(a)) {
         SAME(rel_pos_buckets, "rel_pos_buckets");
         SAME(max_rel_pos, "max_rel_pos");
@@ -351,9 +384,15 @@ char *tupe_config_json(const tupe_config *c, int indent)
     const char *sep = indent > 0 ? ": " : ":";
     n += (size_t)snprintf(s + n, cap - n, "{%s%s\"model_type\"%s\"tupe\",%s%s\"position\"%s\"%s\",%s",
                           nl, pad, sep, nl, pad, sep, tupe_position_name(c->position), nl);
+    size_t last = 0;
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (!optional_field(&fields[i], c))
+            last = i;
     for (size_t i = 0; i < NFIELDS; i++) {
         const field *f = &fields[i];
         const char *src = (const char *)c + f->off;
+        if (optional_field(f, c))
+            continue;
         char val[64];
         if (f->kind == F_BOOL)
             snprintf(val, sizeof val, "%s", *(const int *)src ? "true" : "false");
@@ -361,9 +400,8 @@ char *tupe_config_json(const tupe_config *c, int indent)
             snprintf(val, sizeof val, "%d", *(const int *)src);
         else
             fmt_real(val, sizeof val, *(const double *)src);
-        int more = i + 1 < NFIELDS || tupe_cfg_rope(c);
         n += (size_t)snprintf(s + n, cap - n, "%s\"%s\"%s%s%s%s", pad, f->key, sep, val,
-                              more ? "," : "", nl);
+                              (i < last || tupe_cfg_rope(c)) ? "," : "", nl);
         if (strcmp(f->key, "type_vocab_size") == 0)
             n += (size_t)snprintf(s + n, cap - n, "%s\"hidden_act\"%s\"gelu\",%s", pad, sep, nl);
     }

@@ -63,6 +63,14 @@ typedef struct tupe_config {
     int num_labels;            /* 0 = masked-LM head; 1 = regression head; >= 2 = classes */
     double rope_base;          /* RoPE: angle of pair t is position x rope_base^(-2t/d) */
     int rope_layout;           /* RoPE: enum tupe_rope_layout */
+    int embedding_size;        /* width E of the word, position and token-type tables and their
+                                  LayerNorm; 0 = hidden_size. E != hidden_size adds the
+                                  projection embeddings_project (ELECTRA's) */
+    double generator_hidden_size; /* > 0: an ELECTRA pair (model/electra.h): this configuration
+                                  is the discriminator's, the generator's width is this fraction
+                                  of hidden_size (ELECTRA's name and meaning); 0: one network */
+    int rtd_head;              /* not in the JSON: the replaced-token head instead of the MLM
+                                  head (the discriminator inside an ELECTRA pair) */
 } tupe_config;
 
 /* The bert-base preset with the tupe-r variant (the defaults of missing JSON fields). */
@@ -95,6 +103,13 @@ int tupe_position_parse(const char *name);   /* -1 if unknown */
 
 /* The terms of a variant (enum tupe_pe_term). */
 unsigned tupe_cfg_terms(const tupe_config *c);
+/* The width of the embedding tables (E). */
+static inline int tupe_cfg_emb(const tupe_config *c)
+{
+    return c->embedding_size > 0 ? c->embedding_size : c->hidden_size;
+}
+/* An ELECTRA generator + discriminator pair (model/electra.h). */
+static inline int tupe_cfg_pair(const tupe_config *c) { return c->generator_hidden_size > 0; }
 
 /* What a variant has. */
 static inline int tupe_cfg_abs_input(const tupe_config *c)  /* P[k] added to the input */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "model/electra.h"
 
 /* Dropout sites (pointwise.h): the embedding output, per layer the attention probabilities,
  * the attention output, the GELU output and the FFN output, and the classifier. */
@@ -42,12 +43,19 @@ struct tupe_model {
     /* activations: hs[l] is the input of layer l, hs[L] the encoder output */
     tupe_dev **hs;
     tupe_dev *emb_xh, *emb_rs;
+    tupe_dev *emb_y, *emb_d, *emb_scr;   /* embedding_size != hidden_size: before the projection */
     layer_acts *la;
     tupe_dev *g_nf, *dh_nf, *tmp_nd, *attn_scr;
     tupe_dev *dY, *dR, *dBr, *dctx, *dqkv;
     tupe_posenc pe;     /* the positional terms (posenc.h) */
     /* heads */
     tupe_dev *hm, *ht, *hg, *hxh, *hrs, *hu, *logits, *lse, *dh1, *dh2;
+    /* replaced-token head: its [1, D] output layer as the second row of a [2, D] one whose first
+     * row is zero, so that the binary loss is the 2-class cross-entropy of logits (0, z) */
+    tupe_dev *rtd_W, *rtd_Bv, *rtd_dW, *rtd_dB, *i_rpos, *i_rlab;
+    int R;                  /* non-padding rows of the last forward pass (rtd_head) */
+    tupe_electra *pair;     /* an ELECTRA pair: the two networks over this model's buffers */
+    int view;               /* parameters and gradients are the caller's (tupe_model_create_view) */
     /* the last forward pass */
     int have_fwd, train, B, T, M, has_types;
     tupe_step step;
@@ -118,7 +126,9 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     size_t Bc = (size_t)m->cap.batch, Tc = (size_t)m->cap.seq, N = Bc * Tc;
     size_t D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, H = (size_t)c->num_heads;
     size_t L = (size_t)c->num_layers, V = (size_t)c->vocab_size, Mc = (size_t)m->cap.masked;
-    plan_r(m, &m->grads, m->flat);
+    size_t E = (size_t)tupe_cfg_emb(c);
+    if (!m->view)
+        plan_r(m, &m->grads, m->flat);
     plan_i(m, &m->i_ids, N);
     plan_i(m, &m->i_types, N);
     plan_i(m, &m->i_len, Bc);
@@ -129,8 +139,13 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_w(m, &m->targets, Bc);
     for (size_t l = 0; l <= L; l++)
         plan_r(m, &m->hs[l], N * D);
-    plan_r(m, &m->emb_xh, N * D);
+    plan_r(m, &m->emb_xh, N * E);
     plan_w(m, &m->emb_rs, N);
+    if (E != D) {
+        plan_r(m, &m->emb_y, N * E);
+        plan_r(m, &m->emb_d, N * E);
+        plan_r(m, &m->emb_scr, N * E);
+    }
     for (size_t l = 0; l < L; l++) {
         layer_acts *a = &m->la[l];
         plan_r(m, &a->qkv, N * 3 * D);
@@ -153,18 +168,28 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_r(m, &m->dctx, N * D);
     plan_r(m, &m->dqkv, N * 3 * D);
     tupe_posenc_plan(&m->pe, c, (int)Tc, plan_pe, m);
-    size_t rows = c->num_labels == 0 ? Mc : Bc;
-    size_t cols = c->num_labels == 0 ? V : (size_t)c->num_labels;
+    size_t rows = c->rtd_head ? N : c->num_labels == 0 ? Mc : Bc;
+    size_t cols = c->rtd_head ? 2 : c->num_labels == 0 ? V : (size_t)c->num_labels;
+    size_t W = c->num_labels == 0 && !c->rtd_head ? E : D; /* the head's transform width */
+    size_t WD = W > D ? W : D;
     plan_r(m, &m->hm, rows * D);
-    plan_r(m, &m->ht, rows * D);
-    plan_r(m, &m->hg, rows * D);
-    plan_r(m, &m->hxh, rows * D);
+    plan_r(m, &m->ht, rows * W);
+    plan_r(m, &m->hg, rows * W);
+    plan_r(m, &m->hxh, rows * W);
     plan_w(m, &m->hrs, rows);
-    plan_r(m, &m->hu, rows * D);
+    plan_r(m, &m->hu, rows * W);
     plan_r(m, &m->logits, rows * cols);
     plan_w(m, &m->lse, rows);
-    plan_r(m, &m->dh1, rows * D);
-    plan_r(m, &m->dh2, rows * D);
+    plan_r(m, &m->dh1, rows * WD);
+    plan_r(m, &m->dh2, rows * WD);
+    if (c->rtd_head) {
+        plan_r(m, &m->rtd_W, 2 * D);
+        plan_r(m, &m->rtd_Bv, 2);
+        plan_r(m, &m->rtd_dW, 2 * D);
+        plan_r(m, &m->rtd_dB, 2);
+        plan_i(m, &m->i_rpos, N);
+        plan_i(m, &m->i_rlab, N);
+    }
 }
 
 int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
@@ -173,8 +198,15 @@ int tupe_model_create(tupe_model **out, const tupe_config *cfg, tupe_backend *be
     return tupe_model_create_padded(out, cfg, be, cap, 1, e);
 }
 
-int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
-                             const tupe_capacity *cap, size_t flat_multiple, tupe_err *e)
+/* view: NULL, or the layout and buffers of tupe_model_create_view. */
+typedef struct view_args {
+    tupe_layout *lay;
+    tupe_dev *params, *grads, *master;
+} view_args;
+
+static int create(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                  const tupe_capacity *cap, size_t flat_multiple, const view_args *view,
+                  tupe_err *e)
 {
     *out = NULL;
     int params_only = cap->batch == 0 && cap->seq == 0;
@@ -193,7 +225,15 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
     m->cap = *cap;
     if (m->cap.masked <= 0 || m->cap.masked > cap->batch * cap->seq)
         m->cap.masked = cap->batch * cap->seq;
-    int rc = tupe_layout_build(&m->lay, cfg, e);
+    int rc = 0;
+    if (view) {
+        m->lay = *view->lay;
+        memset(view->lay, 0, sizeof *view->lay);
+        m->view = 1;
+    } else {
+        rc = tupe_cfg_pair(cfg) ? tupe_electra_layout(&m->lay, cfg, e)
+                                : tupe_layout_build(&m->lay, cfg, e);
+    }
     if (rc) {
         free(m);
         return rc;
@@ -216,10 +256,18 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
                 m->heads_lo = m->lay.t[i + 1].offset;
             break;
         }
-    plan_r(m, &m->params, m->flat);
-    if (be->wsize > be->esize)
-        plan_w(m, &m->master, m->flat);
-    if (!params_only)
+    if (view) {
+        m->params = view->params;
+        m->grads = view->grads;
+        m->master = view->master;
+    } else {
+        plan_r(m, &m->params, m->flat);
+        if (be->wsize > be->esize)
+            plan_w(m, &m->master, m->flat);
+    }
+    if (!params_only && tupe_cfg_pair(c)) /* the two networks' activations are their own */
+        plan_r(m, &m->grads, m->flat);
+    else if (!params_only)
         plan_acts(m, be);
     if (m->plan_failed) {
         tupe_model_free(m);
@@ -243,14 +291,35 @@ int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_back
         tupe_model_free(m);
         return rc;
     }
+    if (!params_only && tupe_cfg_pair(c) && (rc = tupe_electra_create(&m->pair, m, &m->cap, e))) {
+        tupe_model_free(m);
+        return rc;
+    }
     *out = m;
     return 0;
+}
+
+int tupe_model_create_padded(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                             const tupe_capacity *cap, size_t flat_multiple, tupe_err *e)
+{
+    return create(out, cfg, be, cap, flat_multiple, NULL, e);
+}
+
+int tupe_model_create_view(tupe_model **out, const tupe_config *cfg, tupe_backend *be,
+                           const tupe_capacity *cap, tupe_layout *lay, tupe_dev *params,
+                           tupe_dev *grads, tupe_dev *master, tupe_err *e)
+{
+    view_args v = {lay, params, grads, master};
+    int rc = create(out, cfg, be, cap, 1, &v, e);
+    tupe_layout_free(lay); /* taken over, or left over by a failure */
+    return rc;
 }
 
 void tupe_model_free(tupe_model *m)
 {
     if (!m)
         return;
+    tupe_electra_free(m->pair);
     if (m->arena)
         m->be->free(m->be, m->arena);
     tupe_layout_free(&m->lay);
@@ -261,6 +330,7 @@ void tupe_model_free(tupe_model *m)
 }
 
 const tupe_config *tupe_model_config(const tupe_model *m) { return &m->cfg; }
+tupe_electra *tupe_model_pair(tupe_model *m) { return m->pair; }
 tupe_backend *tupe_model_backend(const tupe_model *m) { return m->be; }
 const tupe_layout *tupe_model_layout(const tupe_model *m) { return &m->lay; }
 size_t tupe_model_arena_bytes(const tupe_model *m) { return m->arena_bytes; }
@@ -272,11 +342,18 @@ tupe_dev *tupe_model_params(tupe_model *m) { return m->params; }
 tupe_dev *tupe_model_master(tupe_model *m) { return m->master; }
 tupe_dev *tupe_model_grads(tupe_model *m) { return m->grads; }
 size_t tupe_model_flat_size(const tupe_model *m) { return m->flat; }
-void tupe_model_grad_target(tupe_model *m, tupe_dev *dst) { m->gdst = dst ? dst : m->grads; }
+void tupe_model_grad_target(tupe_model *m, tupe_dev *dst)
+{
+    m->gdst = dst ? dst : m->grads;
+    if (m->pair)
+        tupe_electra_grad_target(m->pair, m->gdst);
+}
 void tupe_model_on_grad_ready(tupe_model *m, tupe_grad_ready_fn fn, void *ctx)
 {
     m->ready = fn;
     m->ready_ctx = ctx;
+    if (m->pair)
+        tupe_electra_on_grad_ready(m->pair, fn, ctx);
 }
 
 void tupe_model_on_params_need(tupe_model *m, tupe_params_need_fn fn, void *ctx)
@@ -300,6 +377,8 @@ static size_t layer_lo(const tupe_model *m, int l)
 
 size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap)
 {
+    if (m->pair)
+        return tupe_electra_grad_groups(m->pair, lo, cap);
     size_t n = 0;
     if (n < cap)
         lo[n++] = m->heads_lo;
@@ -311,7 +390,7 @@ size_t tupe_model_grad_groups(const tupe_model *m, size_t *lo, size_t cap)
 }
 void tupe_model_zero_grad(tupe_model *m)
 {
-    if (m->grads)
+    if (m->grads && !m->view)
         m->be->zero(m->be, m->grads, m->lay.total);
 }
 
@@ -452,7 +531,15 @@ static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
             }
         }
     }
-    if (c->num_labels == 0) {
+    if (c->rtd_head) {
+        if (!b->rtd_label)
+            return tupe_fail(e, TUPE_EDATA, "replaced-token batch without labels");
+        for (int i = 0; i < b->B; i++)
+            for (int t = 0; t < b->lengths[i]; t++)
+                if (b->rtd_label[(size_t)i * b->T + t] != 0 && b->rtd_label[(size_t)i * b->T + t] != 1)
+                    return tupe_fail(e, TUPE_EDATA, "sequence %d, position %d: replaced-token "
+                                     "label %d is not 0 or 1", i, t, b->rtd_label[(size_t)i * b->T + t]);
+    } else if (c->num_labels == 0) {
         if (b->M < 0 || b->M > m->cap.masked)
             return tupe_fail(e, TUPE_EDATA, "%d masked positions (this model holds up to %d)",
                              b->M, m->cap.masked);
@@ -499,6 +586,10 @@ static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
                        tupe_err *e)
 {
+    if (m->pair)
+        return tupe_electra_forward(m->pair, b, st, out, e);
+    if (!m->i_ids)
+        return tupe_fail(e, TUPE_EUSAGE, "the model was made for its parameters only");
     m->have_fwd = 0;
     int rc = check_batch(m, b, e);
     if (rc)
@@ -507,10 +598,10 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     const tupe_config *c = &m->cfg;
     const tupe_layout *y = &m->lay;
     int B = b->B, T = b->T, N = B * T, D = c->hidden_size, F = c->intermediate_size;
-    int H = c->num_heads, dh = D / H, V = c->vocab_size;
+    int H = c->num_heads, dh = D / H, V = c->vocab_size, E = tupe_cfg_emb(c);
     m->B = B;
     m->T = T;
-    m->M = c->num_labels == 0 ? b->M : 0;
+    m->M = c->num_labels == 0 && !c->rtd_head ? b->M : 0;
     m->train = st != NULL;
     if (st)
         m->step = *st;
@@ -528,10 +619,14 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     if ((rc = tupe_posenc_fwd(&m->pe, be, y, m->params, T, e)))
         return rc;
 
-    tupe_drop d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
-    be->embed_fwd(be, m->hs[0], m->emb_xh, m->emb_rs, ids, types, len, PAR(y->word),
-                  PAR(y->pos_emb), PAR(y->tt_emb), PAR(y->emb_ln_g), PAR(y->emb_ln_b), B, T, D,
-                  c->layer_norm_eps, &d);
+    /* ELECTRA: LN and dropout at the embeddings' width, then the projection to the encoder's */
+    tupe_drop d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * E);
+    be->embed_fwd(be, E != D ? m->emb_y : m->hs[0], m->emb_xh, m->emb_rs, ids, types, len,
+                  PAR(y->word), PAR(y->pos_emb), PAR(y->tt_emb), PAR(y->emb_ln_g),
+                  PAR(y->emb_ln_b), B, T, E, c->layer_norm_eps, &d);
+    if (E != D)
+        be->linear_fwd(be, m->hs[0], NULL, m->emb_y, PAR(y->emb_proj_w), PAR(y->emb_proj_b), N, E,
+                       D, TUPE_ACT_NONE, NULL);
     double scale = tupe_cfg_score_scale(c);
     for (int l = 0; l < c->num_layers; l++) {
         const tupe_layer_offsets *o = &y->layer[l];
@@ -560,19 +655,45 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
 
     need(m, m->flat);
     tupe_dev *top = m->hs[c->num_layers];
-    tupe_fwd_out r = {0, 0, 0, 0};
-    if (c->num_labels == 0) {
+    tupe_fwd_out r;
+    memset(&r, 0, sizeof r);
+    if (c->rtd_head) {
+        /* every non-padding position, in order */
+        int32_t *rp = malloc((size_t)N * 2 * sizeof *rp);
+        if (!rp)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+        int R = 0;
+        for (int i = 0; i < B; i++)
+            for (int t = 0; t < b->lengths[i]; t++) {
+                rp[R] = i * T + t;
+                rp[N + R++] = b->rtd_label[(size_t)i * T + t];
+            }
+        be->upload(be, m->i_rpos, rp, (size_t)R, TUPE_I32);
+        be->upload(be, m->i_rlab, rp + N, (size_t)R, TUPE_I32);
+        free(rp);
+        m->R = R;
+        r.count = R;
+        be->gather_rows(be, m->hm, top, (const int32_t *)m->i_rpos, R, D);
+        be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->rtd_w), PAR(y->rtd_b), R, D, D,
+                       TUPE_ACT_GELU, NULL);
+        be->add(be, AT(m->rtd_W, (size_t)D), PAR(y->rtd_out_w), (size_t)D, 0);
+        be->add(be, AT(m->rtd_Bv, 1), PAR(y->rtd_out_b), 1, 0);
+        be->linear_fwd(be, m->logits, NULL, m->hg, m->rtd_W, m->rtd_Bv, R, D, 2, TUPE_ACT_NONE,
+                       NULL);
+        r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2,
+                                  &r.correct);
+    } else if (c->num_labels == 0) {
         int M = b->M;
         r.count = M;
         if (M > 0) {
             be->upload(be, m->i_mpos, b->mask_pos, (size_t)M, TUPE_I32);
             be->upload(be, m->i_mlab, b->mask_label, (size_t)M, TUPE_I32);
             be->gather_rows(be, m->hm, top, (const int32_t *)m->i_mpos, M, D);
-            be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->mlm_w), PAR(y->mlm_b), M, D, D,
+            be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->mlm_w), PAR(y->mlm_b), M, D, E,
                            TUPE_ACT_GELU, NULL);
-            be->ln_fwd(be, m->hu, m->hxh, m->hrs, m->hg, PAR(y->mlm_ln_g), PAR(y->mlm_ln_b), M, D,
+            be->ln_fwd(be, m->hu, m->hxh, m->hrs, m->hg, PAR(y->mlm_ln_g), PAR(y->mlm_ln_b), M, E,
                        c->layer_norm_eps);
-            be->linear_fwd(be, m->logits, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), M, D, V,
+            be->linear_fwd(be, m->logits, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), M, E, V,
                            TUPE_ACT_NONE, NULL);
             r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_mlab, M, V,
                                       &r.correct);
@@ -616,6 +737,8 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
 
 int tupe_model_backward(tupe_model *m, tupe_err *e)
 {
+    if (m->pair)
+        return tupe_electra_backward(m->pair, e);
     if (!m->have_fwd)
         return tupe_fail(e, TUPE_EFAIL, "backward without a forward pass");
     m->have_fwd = 0; /* the probabilities and logits are overwritten below */
@@ -623,24 +746,36 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     const tupe_config *c = &m->cfg;
     const tupe_layout *y = &m->lay;
     int B = m->B, T = m->T, N = B * T, D = c->hidden_size, F = c->intermediate_size;
-    int H = c->num_heads, dh = D / H, V = c->vocab_size;
+    int H = c->num_heads, dh = D / H, V = c->vocab_size, E = tupe_cfg_emb(c);
     const int32_t *len = (const int32_t *)m->i_len;
     double inv = 1.0 / m->norm;
     tupe_drop d;
 
     /* Heads: the gradient of the encoder output into dY. */
     be->zero(be, m->dY, (size_t)N * D);
-    if (c->num_labels == 0) {
+    if (c->rtd_head) {
+        int R = m->R;
+        be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_rlab, R, 2, inv);
+        be->zero(be, m->rtd_dW, 2 * (size_t)D);
+        be->zero(be, m->rtd_dB, 2);
+        be->linear_bwd(be, m->dh1, 0, m->rtd_dW, m->rtd_dB, m->logits, m->hg, m->rtd_W, R, D, 2);
+        be->add(be, GRD(y->rtd_out_w), AT(m->rtd_dW, (size_t)D), (size_t)D, 1);
+        be->add(be, GRD(y->rtd_out_b), AT(m->rtd_dB, 1), 1, 1);
+        be->act_bwd(be, m->dh1, NULL, m->ht, (size_t)R * D, TUPE_ACT_GELU, NULL);
+        be->linear_bwd(be, m->dh2, 0, GRD(y->rtd_w), GRD(y->rtd_b), m->dh1, m->hm, PAR(y->rtd_w),
+                       R, D, D);
+        be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_rpos, R, D);
+    } else if (c->num_labels == 0) {
         int M = m->M;
         if (M > 0) {
             be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_mlab, M, V, inv);
             be->linear_bwd(be, m->dh1, 0, GRD(y->word), GRD(y->mlm_bias), m->logits, m->hu,
-                           PAR(y->word), M, D, V);
+                           PAR(y->word), M, E, V);
             be->ln_bwd(be, m->dh2, 0, GRD(y->mlm_ln_g), GRD(y->mlm_ln_b), m->dh1, m->hxh, m->hrs,
-                       PAR(y->mlm_ln_g), M, D);
-            be->act_bwd(be, m->dh2, NULL, m->ht, (size_t)M * D, TUPE_ACT_GELU, NULL);
+                       PAR(y->mlm_ln_g), M, E);
+            be->act_bwd(be, m->dh2, NULL, m->ht, (size_t)M * E, TUPE_ACT_GELU, NULL);
             be->linear_bwd(be, m->dh1, 0, GRD(y->mlm_w), GRD(y->mlm_b), m->dh2, m->hm,
-                           PAR(y->mlm_w), M, D, D);
+                           PAR(y->mlm_w), M, D, E);
             be->scatter_rows(be, m->dY, m->dh1, (const int32_t *)m->i_mpos, M, D);
         }
     } else {
@@ -691,10 +826,15 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         if (m->ready)
             m->ready(m->ready_ctx, o->qkv_w);
     }
-    d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * D);
+    if (E != D)
+        be->linear_bwd(be, m->emb_d, 0, GRD(y->emb_proj_w), GRD(y->emb_proj_b), m->dY, m->emb_y,
+                       PAR(y->emb_proj_w), N, E, D);
+    d = mkdrop(m, c->hidden_dropout, SITE_EMB, (uint64_t)T * E);
     be->embed_bwd(be, GRD(y->word), GRD(y->pos_emb), GRD(y->tt_emb), GRD(y->emb_ln_g),
-                  GRD(y->emb_ln_b), m->dY, m->emb_xh, m->emb_rs, PAR(y->emb_ln_g),
-                  (const int32_t *)m->i_ids, m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, D, V, c->type_vocab_size, &d, m->dR);
+                  GRD(y->emb_ln_b), E != D ? m->emb_d : m->dY, m->emb_xh, m->emb_rs,
+                  PAR(y->emb_ln_g), (const int32_t *)m->i_ids,
+                  m->has_types ? (const int32_t *)m->i_types : NULL, len, B, T, E, V,
+                  c->type_vocab_size, &d, E != D ? m->emb_scr : m->dR);
     tupe_posenc_bwd(&m->pe, be, y, m->params, m->gdst, T);
     if (m->ready)
         m->ready(m->ready_ctx, 0);
@@ -708,8 +848,12 @@ size_t tupe_model_probe_size(const tupe_model *m, int probe)
     const tupe_config *c = &m->cfg;
     size_t B = (size_t)m->B, T = (size_t)m->T, D = (size_t)c->hidden_size,
            H = (size_t)c->num_heads;
+    if (m->pair) /* the two networks have their own: model/electra.h */
+        return 0;
     switch (probe) {
     case TUPE_PROBE_LOGITS:
+        if (c->rtd_head)
+            return (size_t)m->R * 2;
         return c->num_labels == 0 ? (size_t)m->M * (size_t)c->vocab_size
                                   : B * (size_t)c->num_labels;
     case TUPE_PROBE_POS_BIAS:

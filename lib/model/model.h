@@ -53,6 +53,18 @@ typedef struct tupe_batch {
     const float *targets;       /* [B] */
     double loss_norm;           /* the summed loss is divided by this; 0 = M (MLM) or B */
     uint64_t sample_offset;     /* global index of sequence 0: names its dropout streams */
+    /* replaced-token head (rtd_head): 1 where the token was replaced, at every position
+     * [B*T] (padding ignored); the loss is over every non-padding position */
+    const int32_t *rtd_label;
+    /* an ELECTRA pair (model/electra.h): ids hold the generator's (masked) input and
+     * mask_label the original tokens; the discriminator's loss, divided by rtd_norm (0 = the
+     * batch's non-padding tokens), enters the total with the weight rtd_weight (0 = 50).
+     * The generator's samples draw Gumbel noise named by (noise_seed, noise_step, the
+     * sequence's key, position): noise_key [B], or NULL for sample_offset + b. */
+    double rtd_norm, rtd_weight;
+    uint64_t noise_seed;
+    uint32_t noise_step;
+    const uint64_t *noise_key;
 } tupe_batch;
 
 /* Training-mode settings of a forward pass; NULL means evaluation (no dropout). */
@@ -65,7 +77,12 @@ typedef struct tupe_fwd_out {
     double loss;                /* loss_sum / loss_norm: the value whose gradient backward gives */
     double loss_sum;            /* summed natural-log cross-entropy (or squared error) */
     int64_t correct;            /* predictions equal to the label (MLM and classification) */
-    int64_t count;              /* M, or B for the heads */
+    int64_t count;              /* M, or B for the heads (the non-padding tokens for rtd_head) */
+    /* an ELECTRA pair: loss = MLM + rtd_weight * RTD; loss_sum, correct and count above are
+     * the generator's; below, the discriminator's summed loss, its correct predictions over
+     * rtd_count non-padding tokens, and how many of them were replaced */
+    double rtd_loss_sum;
+    int64_t rtd_correct, rtd_count, rtd_replaced;
 } tupe_fwd_out;
 
 int tupe_model_create(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
@@ -76,6 +93,13 @@ int tupe_model_create(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
 int tupe_model_create_padded(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
                              const tupe_capacity *cap, size_t flat_multiple, tupe_err *e);
 void tupe_model_free(tupe_model *m);
+/* A model over a caller's flat buffers (model/electra.c: each network of a pair): `lay` (taken
+ * over, freed with the model) addresses params, grads and master (which may be NULL), whose
+ * elements the caller owns; only the activations are allocated. tupe_model_zero_grad,
+ * _init and _params_get/_put are the owner's business, not this model's. */
+int tupe_model_create_view(tupe_model **m, const tupe_config *cfg, tupe_backend *be,
+                           const tupe_capacity *cap, tupe_layout *lay, tupe_dev *params,
+                           tupe_dev *grads, tupe_dev *master, tupe_err *e);
 
 const tupe_config *tupe_model_config(const tupe_model *m);
 tupe_backend *tupe_model_backend(const tupe_model *m);

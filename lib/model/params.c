@@ -72,29 +72,52 @@ static void layernorm(builder *b, const char *prefix, int D, size_t *g, size_t *
 
 int tupe_layout_build(tupe_layout *lay, const tupe_config *c, tupe_err *e)
 {
+    return tupe_layout_build_shared(lay, c, NULL, 0, e);
+}
+
+int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_layout *shared,
+                             size_t base, tupe_err *e)
+{
     int rc = tupe_config_check(c, 1, e);
     if (rc)
         return rc;
     memset(lay, 0, sizeof *lay);
+    lay->total = base;
     builder b = {lay, 0, 0, 0};
     int D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, H = c->num_heads;
+    int E = tupe_cfg_emb(c);
     size_t none = TUPE_NONE;
     lay->pos_emb = lay->tt_emb = lay->pos = lay->pos_ln_g = lay->pos_ln_b = none;
     lay->pos_q_w = lay->pos_q_b = lay->pos_k_w = lay->pos_k_b = lay->rel = none;
     lay->mlm_w = lay->mlm_b = lay->mlm_ln_g = lay->mlm_ln_b = lay->mlm_bias = none;
     lay->cls_w = lay->cls_b = lay->out_w = lay->out_b = none;
+    lay->emb_proj_w = lay->emb_proj_b = none;
+    lay->rtd_w = lay->rtd_b = lay->rtd_out_w = lay->rtd_out_b = none;
     lay->layer = calloc((size_t)c->num_layers, sizeof *lay->layer);
     if (!lay->layer)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
 
-    lay->word = add(&b, "embeddings.word_embeddings.weight", V, D, TUPE_INIT_NORMAL);
-    if (tupe_cfg_abs_input(c))
-        lay->pos_emb = add(&b, "embeddings.position_embeddings.weight", c->max_position, D,
-                           TUPE_INIT_NORMAL);
-    if (c->type_vocab_size > 0)
-        lay->tt_emb = add(&b, "embeddings.token_type_embeddings.weight", c->type_vocab_size, D,
-                          TUPE_INIT_NORMAL);
-    layernorm(&b, "embeddings.LayerNorm", D, &lay->emb_ln_g, &lay->emb_ln_b);
+    /* The embedding tables and their LayerNorm: an ELECTRA pair's generator takes them from
+     * the discriminator (model/electra.c). */
+    if (shared) {
+        lay->word = shared->word;
+        lay->pos_emb = shared->pos_emb;
+        lay->tt_emb = shared->tt_emb;
+        lay->emb_ln_g = shared->emb_ln_g;
+        lay->emb_ln_b = shared->emb_ln_b;
+    } else {
+        lay->word = add(&b, "embeddings.word_embeddings.weight", V, E, TUPE_INIT_NORMAL);
+        if (tupe_cfg_abs_input(c))
+            lay->pos_emb = add(&b, "embeddings.position_embeddings.weight", c->max_position, E,
+                               TUPE_INIT_NORMAL);
+        if (c->type_vocab_size > 0)
+            lay->tt_emb = add(&b, "embeddings.token_type_embeddings.weight", c->type_vocab_size,
+                              E, TUPE_INIT_NORMAL);
+        layernorm(&b, "embeddings.LayerNorm", E, &lay->emb_ln_g, &lay->emb_ln_b);
+    }
+    if (E != D)
+        lay->emb_proj_w = linear(&b, "embeddings_project", D, E, &lay->emb_proj_b,
+                                 TUPE_INIT_NORMAL);
     if (tupe_cfg_pos_proj(c)) {
         lay->pos = add(&b, "position.embeddings.weight", tupe_cfg_pos_rows(c), D, TUPE_INIT_NORMAL);
         layernorm(&b, "position.LayerNorm", D, &lay->pos_ln_g, &lay->pos_ln_b);
@@ -135,10 +158,18 @@ int tupe_layout_build(tupe_layout *lay, const tupe_config *c, tupe_err *e)
         snprintf(p, sizeof p, "encoder.layer.%d.output.LayerNorm", l);
         layernorm(&b, p, D, &o->ln2_g, &o->ln2_b);
     }
-    if (c->num_labels == 0) {
-        lay->mlm_w = linear(&b, "cls.predictions.transform.dense", D, D, &lay->mlm_b,
+    if (c->rtd_head) {
+        /* ELECTRA's discriminator head, with Hugging Face's names. */
+        lay->rtd_w = linear(&b, "discriminator_predictions.dense", D, D, &lay->rtd_b,
                             TUPE_INIT_NORMAL);
-        layernorm(&b, "cls.predictions.transform.LayerNorm", D, &lay->mlm_ln_g, &lay->mlm_ln_b);
+        lay->rtd_out_w = linear(&b, "discriminator_predictions.dense_prediction", 1, D,
+                                &lay->rtd_out_b, TUPE_INIT_NORMAL);
+    } else if (c->num_labels == 0) {
+        /* The transform maps the encoder's width to the embeddings' (ELECTRA's generator):
+         * the decoder is the word table, [V, E]. */
+        lay->mlm_w = linear(&b, "cls.predictions.transform.dense", E, D, &lay->mlm_b,
+                            TUPE_INIT_NORMAL);
+        layernorm(&b, "cls.predictions.transform.LayerNorm", E, &lay->mlm_ln_g, &lay->mlm_ln_b);
         lay->mlm_bias = add(&b, "cls.predictions.bias", V, 0, TUPE_INIT_ZERO);
     } else {
         lay->cls_w = linear(&b, "classifier.dense", D, D, &lay->cls_b, TUPE_INIT_FANIN);

@@ -43,14 +43,22 @@ typedef struct tupe_layout {
     size_t total;               /* elements of the flat buffer (tensors are 16-aligned) */
     size_t nparams;             /* sum of numel: the parameter count */
     size_t word, pos_emb, tt_emb, emb_ln_g, emb_ln_b;
+    size_t emb_proj_w, emb_proj_b;  /* embedding_size != hidden_size: [D, E] and [D] */
     size_t pos, pos_ln_g, pos_ln_b, pos_q_w, pos_q_b, pos_k_w, pos_k_b, rel;
     tupe_layer_offsets *layer;
     size_t mlm_w, mlm_b, mlm_ln_g, mlm_ln_b, mlm_bias;
     size_t cls_w, cls_b, out_w, out_b;
+    size_t rtd_w, rtd_b, rtd_out_w, rtd_out_b;  /* replaced-token head: [D, D], [D], [1, D], [1] */
 } tupe_layout;
 
 /* The layout of a configuration (vocab_size must be set). */
 int tupe_layout_build(tupe_layout *lay, const tupe_config *c, tupe_err *e);
+/* The same with the tensors placed from element `base` on and, when shared is not NULL, the
+ * embedding tables and their LayerNorm not added but taken from `shared` (whose shapes must be
+ * this configuration's): an ELECTRA generator's part of its pair's buffer (model/electra.c).
+ * Its tensor list then holds only its own tensors. */
+int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_layout *shared,
+                             size_t base, tupe_err *e);
 void tupe_layout_free(tupe_layout *lay);
 const tupe_param *tupe_layout_find(const tupe_layout *lay, const char *name);
 

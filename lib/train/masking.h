@@ -33,4 +33,23 @@ typedef struct tupe_mask_cfg {
 int tupe_mask_sample(const tupe_mask_cfg *cfg, uint32_t epoch, uint64_t sample, int32_t *ids,
                      int len, int32_t *pos, int32_t *label);
 
+/* ELECTRA's masking (google-research/electra pretrain_helpers.mask; shared/docs/electra.md §1.3):
+ *
+ *   candidates = every position whose id is none of the `nspecial` ids (ELECTRA's: [CLS],
+ *                [SEP], [MASK]; tupe-pretrain adds [PAD])
+ *   count      = max(1, min(cap, round(prob · len), candidates)), len counting the specials,
+ *                rounded half to even as tf.round
+ *   positions  drawn uniformly WITHOUT replacement (ELECTRA draws with replacement and keeps
+ *              the duplicates, about 1.3 per sequence of 128: a duplicate counts twice in the
+ *              MLM loss and its two samples are averaged into a token id by scatter_update, a
+ *              quirk of TF's integer scatter; drawn without replacement every chosen position
+ *              is one prediction and one replacement, and the rate is the 15% asked for)
+ *   each chosen position: mask_frac (0.85) [MASK], the rest unchanged; no random tokens
+ *
+ * Streams as tupe_mask_sample's (another purpose tag): the same (seed, epoch, sample) gives
+ * the same positions on every rank and on resume. cap <= 0: no cap. */
+int tupe_mask_electra(const tupe_mask_cfg *cfg, const int32_t *special, int nspecial, int cap,
+                      uint32_t epoch, uint64_t sample, int32_t *ids, int len, int32_t *pos,
+                      int32_t *label);
+
 #endif

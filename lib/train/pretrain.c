@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "data/shardread.h"
 #include "model/checkpoint.h"
+#include "model/electra.h"
 #include "model/model.h"
 #include "train/gradsync.h"
 #include "train/masking.h"
@@ -45,6 +46,7 @@ void tupe_pretrain_defaults(tupe_pretrain_opts *o)
     o->prefetch = 2;
     o->zero = 1;
     o->bucket_mb = 25;
+    o->rtd_weight = TUPE_ELECTRA_RTD_WEIGHT;
 }
 
 /* ---- checkpoints of a run ----------------------------------------------------------------- */
@@ -72,6 +74,10 @@ typedef struct run {
     int mb;                      /* sequences per forward pass */
     tupe_mask_cfg mask;
     int32_t *rand_ids;
+    int electra;                 /* the model is an ELECTRA pair */
+    int32_t specials[4];         /* ELECTRA's masking: ids never masked */
+    int nspecial, mask_cap;
+    uint64_t *keys, *b_keys;     /* each row's stored index: names its sampling noise */
     /* the sequences of one step on this rank (row i = sequence i) */
     int32_t *ids, *lengths, *mcount, *mpos, *mlab;
     /* one micro-batch, packed for the model */
@@ -92,8 +98,10 @@ static int alloc_buffers(run *r, int nseq, tupe_err *e)
     r->b_lab = malloc(nb * sizeof *r->b_lab);
     r->b_len = malloc((size_t)r->mb * sizeof *r->b_len);
     r->seq = malloc(r->seq_len * sizeof *r->seq);
+    r->keys = malloc((size_t)nseq * sizeof *r->keys);
+    r->b_keys = malloc((size_t)r->mb * sizeof *r->b_keys);
     if (!r->ids || !r->mpos || !r->mlab || !r->lengths || !r->mcount || !r->b_ids || !r->b_pos ||
-        !r->b_lab || !r->b_len || !r->seq)
+        !r->b_lab || !r->b_len || !r->seq || !r->keys || !r->b_keys)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     return 0;
 }
@@ -102,6 +110,7 @@ static void free_run(run *r)
 {
     free(r->ids), free(r->mpos), free(r->mlab), free(r->lengths), free(r->mcount);
     free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->b_len), free(r->seq), free(r->rand_ids);
+    free(r->keys), free(r->b_keys);
     tupe_model_free(r->m);
     r->m = NULL;
 }
@@ -128,6 +137,19 @@ static int mask_setup(run *r, tupe_err *e)
     tupe_mask_cfg mc = {r->o->seed, r->o->mask_prob, r->o->mask_frac, r->o->random_frac,
                         sp[TUPE_SP_MASK], r->rand_ids, n};
     r->mask = mc;
+    r->electra = tupe_cfg_pair(&r->cfg);
+    if (r->electra) {
+        /* ELECTRA: 85% [MASK], 15% kept, no random token; [CLS], [SEP], [MASK] and [PAD]
+         * never chosen; at most max_predictions_per_seq = int((p + 0.005) T) per sequence */
+        r->mask.mask_frac = 0.85;
+        r->mask.random_frac = 0;
+        static const int which[4] = {TUPE_SP_CLS, TUPE_SP_SEP, TUPE_SP_MASK, TUPE_SP_PAD};
+        r->nspecial = 0;
+        for (int k = 0; k < 4; k++)
+            if (sp[which[k]] >= 0)
+                r->specials[r->nspecial++] = sp[which[k]];
+        r->mask_cap = (int)((r->o->mask_prob + 0.005) * r->seq_len);
+    }
     return 0;
 }
 
@@ -151,9 +173,13 @@ static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64
         if (r->crop && len > r->crop)
             len = r->crop;
         r->lengths[i] = (int32_t)len;
-        r->mcount[i] = tupe_mask_sample(&r->mask, epoch, index, row, (int)len,
-                                        r->mpos + (size_t)i * r->seq_len,
-                                        r->mlab + (size_t)i * r->seq_len);
+        r->keys[i] = index;
+        r->mcount[i] = r->electra
+            ? tupe_mask_electra(&r->mask, r->specials, r->nspecial, r->mask_cap, epoch, index, row,
+                                (int)len, r->mpos + (size_t)i * r->seq_len,
+                                r->mlab + (size_t)i * r->seq_len)
+            : tupe_mask_sample(&r->mask, epoch, index, row, (int)len,
+                               r->mpos + (size_t)i * r->seq_len, r->mlab + (size_t)i * r->seq_len);
         *masked += r->mcount[i];
         *tokens += len;
         got++;
@@ -173,6 +199,7 @@ static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
     int M = 0;
     for (int i = 0; i < n; i++) {
         size_t row = (size_t)(first + i * stride);
+        r->b_keys[i] = r->keys[row];
         memcpy(r->b_ids + (size_t)i * (size_t)T, r->ids + row * r->seq_len, (size_t)T * sizeof *r->ids);
         const int32_t *mp = r->mpos + row * r->seq_len;
         const int32_t *ml = r->mlab + row * r->seq_len;
@@ -189,6 +216,9 @@ static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
     b->M = M;
     b->mask_pos = r->b_pos;
     b->mask_label = r->b_lab;
+    b->noise_key = r->b_keys;
+    b->noise_seed = r->o->seed;
+    b->rtd_weight = r->o->rtd_weight;
 }
 
 static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_err *e)
@@ -214,7 +244,10 @@ static int bucket_losses(run *r, const tupe_batch *b, int w, double *sums, tupe_
     float *lg = malloc(n * sizeof *lg);
     if (!lg)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
-    int rc = tupe_model_probe(r->m, TUPE_PROBE_LOGITS, 0, lg, n, e);
+    /* an ELECTRA pair: its generator's masked-LM logits */
+    tupe_electra *pair = tupe_model_pair(r->m);
+    int rc = tupe_model_probe(pair ? tupe_electra_generator(pair) : r->m, TUPE_PROBE_LOGITS, 0,
+                              lg, n, e);
     for (int k = 0; !rc && k < b->M; k++) {
         const float *x = lg + (size_t)k * V;
         double mx = x[0], s = 0;
@@ -253,7 +286,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     /* This rank's positions below n: its slot s, s + W, ... */
     uint64_t s = (uint64_t)r->slot;
     int64_t mine = n > s ? (int64_t)((n - s + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
-    double sums[3] = {0, 0, 0}; /* loss, correct, masked */
+    double sums[7] = {0}; /* loss, correct, masked; ELECTRA: rtd loss, correct, tokens, replaced */
     uint64_t seqs = 0;
     for (int64_t done = 0; done < mine;) {
         int want = (int)(mine - done < r->mb ? mine - done : r->mb);
@@ -267,7 +300,8 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             break;
         tupe_batch b;
         make_batch(r, 0, got, 1, &b);
-        if (b.M > 0) {
+        b.noise_step = TUPE_MASK_EVAL_EPOCH; /* fixed noise: comparable across checkpoints */
+        if (b.M > 0 || r->electra) {
             tupe_fwd_out out;
             if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e))) {
                 tupe_shardr_close(rd);
@@ -276,6 +310,10 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             sums[0] += out.loss_sum;
             sums[1] += (double)out.correct;
             sums[2] += (double)out.count;
+            sums[3] += out.rtd_loss_sum;
+            sums[4] += (double)out.rtd_correct;
+            sums[5] += (double)out.rtd_count;
+            sums[6] += (double)out.rtd_replaced;
             if (nb && (rc = bucket_losses(r, &b, w, bsums, e))) {
                 tupe_shardr_close(rd);
                 return rc;
@@ -285,7 +323,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
         done += got;
     }
     tupe_shardr_close(rd);
-    if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 3, e)) ||
+    if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 7, e)) ||
         (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)) ||
         (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))))
         return rc;
@@ -297,6 +335,13 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     res->sequences = (int64_t)seqs;
     res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
     res->acc = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    res->electra = r->electra;
+    if (r->electra) {
+        res->tokens = (int64_t)sums[5];
+        res->rtd_loss = sums[5] > 0 ? sums[3] / sums[5] : NAN;
+        res->rtd_acc = sums[5] > 0 ? sums[4] / sums[5] : NAN;
+        res->replaced = sums[5] > 0 ? sums[6] / sums[5] : NAN;
+    }
     return 0;
 }
 
@@ -333,6 +378,16 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
         if ((rc = apply_variant(o, &r->cfg, e)))
             return rc;
         r->cfg.num_labels = 0;
+        if (o->objective == TUPE_OBJ_ELECTRA && !tupe_cfg_pair(&r->cfg))
+            r->cfg.generator_hidden_size = o->generator_size > 0
+                                               ? o->generator_size
+                                               : tupe_electra_default_fraction(r->cfg.hidden_size);
+        else if (o->objective == TUPE_OBJ_MLM && tupe_cfg_pair(&r->cfg))
+            return tupe_fail(e, TUPE_EUSAGE, "%s is an ELECTRA generator and discriminator: "
+                             "continue it with --objective electra", o->init ? o->init : o->model);
+    } else if (tupe_cfg_pair(&r->cfg) != (o->objective == TUPE_OBJ_ELECTRA) && r->o->out) {
+        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --objective %s: --resume continues "
+                         "the run's objective", ckpt, tupe_cfg_pair(&r->cfg) ? "electra" : "mlm");
     } else if (o->model || o->position || o->untie_cls >= 0) {
         /* --resume continues the run's own model: options that ask for another are refused
          * rather than ignored. */
@@ -340,6 +395,9 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
         char field[64];
         if ((o->model && (rc = tupe_config_load(&want, o->model, e))) || (rc = apply_variant(o, &want, e)))
             return rc;
+        if (o->model && tupe_cfg_pair(&r->cfg) && !tupe_cfg_pair(&want))
+            want.generator_hidden_size = o->generator_size > 0 ? o->generator_size
+                                         : tupe_electra_default_fraction(want.hidden_size);
         if (want.vocab_size == 0)
             want.vocab_size = r->cfg.vocab_size;
         if (!tupe_config_same_encoder(&want, &r->cfg, field, sizeof field)) {
@@ -447,6 +505,8 @@ static double r_excl(const tupe_pretrain_opts *o) { return o->adam.exclude_ln_bi
 static double r_mask(const tupe_pretrain_opts *o) { return o->mask_prob; }
 static double r_mfrac(const tupe_pretrain_opts *o) { return o->mask_frac; }
 static double r_rfrac(const tupe_pretrain_opts *o) { return o->random_frac; }
+static double r_obj(const tupe_pretrain_opts *o) { return o->objective; }
+static double r_rtdw(const tupe_pretrain_opts *o) { return o->rtd_weight; }
 
 static const recipe_field recipe[] = {
     {"lr", "--lr", r_lr}, {"end_lr", "--end-lr", r_end_lr}, {"power", "--power", r_power},
@@ -454,7 +514,8 @@ static const recipe_field recipe[] = {
     {"beta2", "--beta2", r_beta2}, {"adam_eps", "--adam-eps", r_eps},
     {"weight_decay", "--weight-decay", r_wd}, {"clip", "--clip", r_clip},
     {"no_decay_ln_bias", "--no-decay-ln-bias", r_excl}, {"mask_prob", "--mask-prob", r_mask},
-    {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac}};
+    {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac},
+    {"objective", "--objective", r_obj}, {"rtd_weight", "--rtd-weight", r_rtdw}};
 
 static json_t *recipe_json(const tupe_pretrain_opts *o)
 {
@@ -561,13 +622,21 @@ static void say(const run *r, int kind, const char *fmt, ...)
 
 /* ---- training --------------------------------------------------------------------------------- */
 
+/* The per-micro-batch sums of a step: the loss (the MLM loss alone for ELECTRA), then ELECTRA's
+ * generator correct predictions, discriminator loss and correct predictions. */
+#define NSUM 4
+
 /* A training run: the state shared with evaluation, and the loop's own. */
 typedef struct trainer {
     run r;
     tupe_shardr *rd;             /* the training split */
     tupe_adamw *opt;
     tupe_gradsync *gs;           /* the gradient's sums over micro-batches and ranks */
-    double *mloss;               /* the summed loss of each micro-batch of a step, all ranks' */
+    double *mloss;               /* the summed loss of each micro-batch of a step, all ranks';
+                                    ELECTRA: then NSUM - 1 more such columns (sums[] below) */
+    double ex[4], ex_acc[4];     /* ELECTRA: the step's generator loss and accuracy,
+                                    discriminator loss and accuracy; their sums since the
+                                    last metrics line */
     tupe_rundir *dir;            /* rank 0's run directory while it is written */
     tupe_schedule sched;
     tstate st;
@@ -579,6 +648,10 @@ typedef struct trainer {
     int64_t resume_step;
     int64_t saved_at;            /* the step of the last checkpoint written or resumed, or -1 */
     uint64_t cur_epoch;          /* the epoch the reader is positioned in */
+    /* The step whose sequences are already read and masked in r's rows, read while the step
+     * before ran, and their counts summed over the ranks (masked, tokens); 0: none. */
+    int64_t next_step;
+    uint64_t next_counts[2];
     /* Since the last metrics line (last) and the last progress line of either kind (note):
      * time, tokens, summed loss and steps. */
     double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
@@ -662,7 +735,9 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
     if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
         return rc;
-    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world, sizeof *t->mloss);
+    /* ELECTRA: NSUM columns; and two more: the next step's counts (train_step) */
+    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 2,
+                      sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
@@ -743,7 +818,8 @@ static int agree(trainer *t, tupe_err *e)
                      "--log-every %lld\n--eval-every %lld\n--eval-sequences %lld\n"
                      "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
                      "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n"
-                     "--grad-reduce %s\n",
+                     "--grad-reduce %s\n--objective %d\n--generator-size %.17g\n"
+                     "--rtd-weight %.17g\n",
                      o->model ? o->model : "(default)", o->position ? o->position : "(default)",
                      o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
                      (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
@@ -752,7 +828,8 @@ static int agree(trainer *t, tupe_err *e)
                      (long long)o->log_every, (long long)o->eval_every,
                      (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
                      o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
-                     o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree");
+                     o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree",
+                     o->objective, o->generator_size, o->rtd_weight);
     for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
         n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
@@ -909,10 +986,9 @@ static int save(trainer *t, tupe_err *e)
     return rc;
 }
 
-/* One optimizer step: this rank's sequences read and masked, forward and backward over its
- * micro-batches, gradients and loss summed over the ranks, the update (or, with
- * --skip-nonfinite, none for a non-finite loss or gradient). *loss and *norm are the step's. */
-static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+/* This rank's sequences of step `step` read and masked into r's rows; counts[0..1] this rank's
+ * masked positions and tokens. */
+static int read_step(trainer *t, int64_t step, uint64_t *counts, tupe_err *e)
 {
     run *r = &t->r;
     const tupe_pretrain_opts *o = r->o;
@@ -931,27 +1007,54 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     if (got != t->per_rank)
         return tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
                          o->data, r->rank, got, t->per_rank);
-    uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
-    if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
+    counts[0] = (uint64_t)masked;
+    counts[1] = (uint64_t)tokens;
+    return 0;
+}
+
+/* One optimizer step: this rank's sequences read and masked (already, while the step before
+ * ran, but for the first step of a run and after a validation), forward and backward over its
+ * micro-batches, gradients and loss summed over the ranks, the update (or, with
+ * --skip-nonfinite, none for a non-finite loss or gradient). The next step's sequences are read
+ * before this step's sums, while the device still computes, and their counts travel with the
+ * sums (no host collective between steps). *loss and *norm are the step's. */
+static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+{
+    run *r = &t->r;
+    const tupe_pretrain_opts *o = r->o;
+    int rc;
+    uint64_t counts[2];
+    if (t->next_step == step) {
+        counts[0] = t->next_counts[0];
+        counts[1] = t->next_counts[1];
+    } else if ((rc = read_step(t, step, counts, e)) ||
+               (rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e))) {
         return rc;
+    }
+    t->next_step = 0;
     /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
      * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
-    memset(t->mloss, 0, (size_t)n * sizeof *t->mloss);
+    memset(t->mloss, 0, (size_t)n * NSUM * sizeof *t->mloss);
     for (int i = 0; i < k; i++) {
         int mi = tupe_gradsync_order(t->gs, i), j = r->slot + mi * r->world;
         tupe_batch b;
         make_batch(r, mi, r->mb, k, &b);
         b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
+        b.rtd_norm = (double)counts[1];
+        b.noise_step = (uint32_t)step;
         b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)j * (uint64_t)r->mb;
         if ((rc = tupe_gradsync_begin(t->gs, i, e)))
             return rc;
-        if (b.M > 0) { /* else nothing masked: no gradient */
+        if (b.M > 0 || r->electra) { /* else nothing masked: no gradient */
             tupe_step ts = {o->seed, (uint32_t)step};
             tupe_fwd_out fo;
             if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
                 return rc;
             t->mloss[j] = fo.loss_sum;
+            t->mloss[n + j] = (double)fo.correct;
+            t->mloss[2 * n + j] = fo.rtd_loss_sum;
+            t->mloss[3 * n + j] = (double)fo.rtd_correct;
         }
         if ((rc = tupe_gradsync_end(t->gs, i, e)))
             return rc;
@@ -959,12 +1062,36 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
      * dead ranks) */
     tupe_fault_point("trainer.step");
-    /* the micro-batches' losses: each from one rank, summed over the ranks with the norm, then
-     * added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, (size_t)n, norm, e)))
+    /* the next step's sequences (the rows are free: the micro-batches were packed), their
+     * counts after the losses: integers, summed exactly as doubles */
+    int ahead = step < o->steps;
+    size_t nv = (size_t)n * (r->electra ? NSUM : 1);
+    if (ahead) {
+        uint64_t nc[2];
+        if ((rc = read_step(t, step + 1, nc, e)))
+            return rc;
+        t->mloss[nv] = (double)nc[0];
+        t->mloss[nv + 1] = (double)nc[1];
+    }
+    /* the micro-batches' losses (ELECTRA: NSUM columns of them): each from one rank, summed
+     * over the ranks with the norm, then added by the gradient's tree */
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, nv + 2 * (size_t)ahead, norm, e)))
         return rc;
+    if (ahead) {
+        t->next_step = step + 1;
+        t->next_counts[0] = (uint64_t)t->mloss[nv];
+        t->next_counts[1] = (uint64_t)t->mloss[nv + 1];
+    }
     double loss_sum = tupe_tree_sum_d(t->mloss, n);
     *loss = counts[0] ? loss_sum / (double)counts[0] : 0;
+    if (r->electra) {
+        double m = counts[0] ? (double)counts[0] : 1, tk = counts[1] ? (double)counts[1] : 1;
+        t->ex[0] = *loss;
+        t->ex[1] = tupe_tree_sum_d(t->mloss + n, n) / m;
+        t->ex[2] = tupe_tree_sum_d(t->mloss + 2 * n, n) / tk;
+        t->ex[3] = tupe_tree_sum_d(t->mloss + 3 * n, n) / tk;
+        *loss += o->rtd_weight * t->ex[2];
+    }
     if (tupe_fault_hit("trainer.nonfinite"))
         *loss = NAN; /* fault injection for the tests of the non-finite handling */
     if (!isfinite(*loss) || !isfinite(*norm)) {
@@ -1006,6 +1133,8 @@ static void report_step(trainer *t, int64_t step, double loss, double norm)
 {
     const tupe_pretrain_opts *o = t->r.o;
     t->loss_acc += loss;
+    for (int q = 0; q < 4; q++)
+        t->ex_acc[q] += t->ex[q];
     t->n_acc++;
     t->note_acc += loss;
     t->n_note++;
@@ -1020,6 +1149,16 @@ static void report_step(trainer *t, int64_t step, double loss, double norm)
                            "\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"tokens\":%lld,\"elapsed_s\":%.3f}",
                            (long long)step, (unsigned long long)((step - 1) / t->spe), avg, avg / M_LN2,
                            lr, norm, tps, (long long)t->st.tokens, t->st.elapsed);
+        if (t->r.electra) {
+            double k = (double)t->n_acc;
+            say(&t->r, TUPE_NOTE_STATUS, "  generator loss %.4f  accuracy %.2f%%  discriminator "
+                "loss %.4f  accuracy %.2f%%", t->ex_acc[0] / k, 100 * t->ex_acc[1] / k,
+                t->ex_acc[2] / k, 100 * t->ex_acc[3] / k);
+            tupe_rundir_metric(t->dir, "{\"step\":%lld,\"gen_loss\":%.6f,\"gen_acc\":%.6f,"
+                               "\"disc_loss\":%.6f,\"disc_acc\":%.6f}", (long long)step,
+                               t->ex_acc[0] / k, t->ex_acc[1] / k, t->ex_acc[2] / k, t->ex_acc[3] / k);
+        }
+        memset(t->ex_acc, 0, sizeof t->ex_acc);
         t->t_last = now;
         t->tok_last = t->st.tokens;
         t->loss_acc = 0;
@@ -1043,6 +1182,10 @@ static void report_step(trainer *t, int64_t step, double loss, double norm)
 /* The validation of step `step`, reported as a progress line and a metrics line. */
 static int validate(trainer *t, int64_t step, tupe_err *e)
 {
+    /* the validation reads into the rows of the next step's sequences: they are read again,
+     * from where that step begins */
+    t->next_step = 0;
+    t->cur_epoch = UINT64_MAX;
     tupe_eval_result ev;
     int rc = evaluate(&t->r, t->r.o->eval_sequences, &ev, e);
     if (rc || ev.masked == 0)
@@ -1054,6 +1197,14 @@ static int validate(trainer *t, int64_t step, tupe_err *e)
     tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_loss\":%.6f,\"val_loss_bits\":%.6f,\"val_acc\":%.6f,"
                        "\"val_masked\":%lld}", (long long)step, ev.loss, ev.loss / M_LN2, ev.acc,
                        (long long)ev.masked);
+    if (ev.electra) {
+        say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation discriminator loss %.4f  accuracy "
+            "%.2f%%  (%.2f%% of %lld tokens replaced)", (long long)step, ev.rtd_loss,
+            100 * ev.rtd_acc, 100 * ev.replaced, (long long)ev.tokens);
+        tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,"
+                           "\"val_replaced\":%.6f,\"val_tokens\":%lld}", (long long)step,
+                           ev.rtd_loss, ev.rtd_acc, ev.replaced, (long long)ev.tokens);
+    }
     return 0;
 }
 
@@ -1080,6 +1231,7 @@ static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
     t->tok_last = t->tok_note = t->st.tokens;
     t->saved_at = t->resume_from[0] ? t->st.step : -1;
     t->cur_epoch = UINT64_MAX;
+    t->next_step = 0;
     int rc = 0;
     for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
         double loss = 0, norm = 0;

@@ -76,7 +76,14 @@ typedef struct tupe_pretrain_opts {
     int eval_bucket;             /* loss per bucket of this many positions (0: none) */
     int rope_scaling;            /* RoPE's angles (model/posenc.h enum tupe_rope_scaling) */
     double rope_factor;          /* and their factor (>= 1) */
+    int objective;               /* TUPE_OBJ_MLM (default) or TUPE_OBJ_ELECTRA (model/electra.h) */
+    double generator_size;       /* ELECTRA: the generator's width as a fraction of the
+                                    discriminator's; 0 = ELECTRA's for the size (1/3 for a
+                                    768-wide model, else 1/4) */
+    double rtd_weight;           /* ELECTRA: lambda, the discriminator loss's weight (50) */
 } tupe_pretrain_opts;
+
+enum { TUPE_OBJ_MLM = 0, TUPE_OBJ_ELECTRA = 1 };
 
 /* The paper's defaults (tupe-spec §7): batch 256, lr 1e-4, warmup 10k, 1M steps, ... */
 void tupe_pretrain_defaults(tupe_pretrain_opts *o);
@@ -103,12 +110,18 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
  * eval_bucket, the loss of every bucket of positions too. */
 #define TUPE_EVAL_MAX_BUCKETS 256
 typedef struct tupe_eval_result {
-    double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens */
+    double loss, acc;            /* mean cross-entropy (nats), accuracy of the masked tokens
+                                    (ELECTRA: the generator's) */
     int64_t masked, sequences;
     int seq_len;                 /* the positions evaluated (0..seq_len-1) */
     int nbuckets;                /* with eval_bucket: positions [k w, (k+1) w) */
     double bucket_loss[TUPE_EVAL_MAX_BUCKETS];   /* mean cross-entropy, NAN where none masked */
     int64_t bucket_masked[TUPE_EVAL_MAX_BUCKETS];
+    int electra;                 /* the checkpoint is an ELECTRA pair: the values below are set */
+    double rtd_loss, rtd_acc;    /* the discriminator's mean binary cross-entropy and accuracy
+                                    over every non-padding token, with fixed sampling noise */
+    double replaced;             /* fraction of those tokens replaced by the generator */
+    int64_t tokens;
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *r, tupe_err *e);

@@ -145,7 +145,7 @@ static int do_logits(tupe_cli *c, const char *ckpt, const char *input, const cha
         goto fail;
     float *targets = calloc((size_t)B, sizeof *targets);
     int32_t *labels = calloc((size_t)B, sizeof *labels);
-    tupe_batch batch = {B, T, ids, len, types, M, pos, lab, labels, targets, 0, 0};
+    tupe_batch batch = {B, T, ids, len, types, M, pos, lab, labels, targets, 0, 0, .rtd_label = NULL};
     tupe_fwd_out fo;
     rc = tupe_model_forward(m, &batch, NULL, &fo, &e);
     free(targets);

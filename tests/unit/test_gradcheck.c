@@ -121,7 +121,7 @@ static void check_case(const gcase *k)
         targets[i] = (float)tupe_rng_normal(&r);
     }
     tupe_batch b = {B, T, ids, lengths, k->types ? types : NULL, M, mpos, mlab, labels, targets,
-                    0, 5};
+                    0, 5, .rtd_label = NULL};
     tupe_step st = {1234, 3};
     const tupe_step *sp = k->dropout > 0 ? &st : NULL;
 

@@ -80,7 +80,7 @@ static void ids_of(int32_t *ids, int n, int k)
 static void forward(tupe_model *m, const int32_t *ids, int len)
 {
     int32_t l = len;
-    tupe_batch b = {1, len, ids, &l, NULL, 0, NULL, NULL, NULL, NULL, 0, 0};
+    tupe_batch b = {1, len, ids, &l, NULL, 0, NULL, NULL, NULL, NULL, 0, 0, .rtd_label = NULL};
     tupe_fwd_out o;
     tupe_err e;
     CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), 0);

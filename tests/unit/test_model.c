@@ -54,7 +54,7 @@ static void batch(tupe_batch *b, int32_t *ids, int32_t *mpos, int32_t *mlab)
         ids[i] = 5 + (i * 7) % 40;
     mpos[0] = 0, mpos[1] = 4, mpos[2] = NT + 2;
     mlab[0] = 6, mlab[1] = 9, mlab[2] = 11;
-    tupe_batch x = {NB, NT, ids, lens, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
+    tupe_batch x = {NB, NT, ids, lens, NULL, 3, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
     *b = x;
 }
 
@@ -499,7 +499,7 @@ static float *grads_at(int threads, const tupe_config *c, const tupe_batch *b, i
         exit(1);
     }
     tupe_step st = {77, 12};
-    tupe_fwd_out o = {0, 0, 0, 0};
+    tupe_fwd_out o = {0};
     tupe_model_zero_grad(m);
     fwd(m, b, &st, &o);
     CHECK_MSG(tupe_model_backward(m, &e) == 0, "backward: %s", e.msg);
@@ -560,7 +560,7 @@ static void split_products_same_for_any_thread_count(void)
         ids[i] = 5 + (i * 37) % 290;
     for (int i = 0; i < M; i++)
         mpos[i] = 13 * i, mlab[i] = 7 + i;
-    tupe_batch b = {B, T, ids, len, NULL, M, mpos, mlab, NULL, NULL, 0, 0};
+    tupe_batch b = {B, T, ids, len, NULL, M, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
     tupe_config c;
     tiny(&c, TUPE_POS_TUPE_R, 1);
     c.vocab_size = 300, c.hidden_size = 128, c.num_heads = 2, c.intermediate_size = 256;

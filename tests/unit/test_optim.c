@@ -75,7 +75,7 @@ static void run(int exclude, double clip)
     be->download(be, pf, tupe_model_params(m), n, TUPE_F32);
     for (size_t i = 0; i < n; i++)
         p[i] = pf[i];
-    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
+    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
     tupe_schedule s = {1e-2, 0, 1, 4, 1};
     for (int step = 1; step <= 3; step++) {
         tupe_fwd_out fo;
@@ -147,7 +147,7 @@ static void adamw_range_shards(void)
     tupe_adamw_cfg oc;
     tupe_adamw_defaults(&oc);
     oc.exclude_ln_bias = 1;
-    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0};
+    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
     for (int k = 0; k < 2; k++) {
         m[k] = small_model();
         CHECK_INT(tupe_adamw_create(&o[k], m[k], &oc, &e), 0);

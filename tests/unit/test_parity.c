@@ -137,7 +137,7 @@ static void run_case(const char *cs)
             tupe_model_set(m, p->name, v, p->numel, &e);
         free(v);
     }
-    tupe_batch b = {B, T, ids, len, NULL, (int)M, mpos, mlab, labels, targets, 0, 0};
+    tupe_batch b = {B, T, ids, len, NULL, (int)M, mpos, mlab, labels, targets, 0, 0, .rtd_label = NULL};
     tupe_fwd_out o;
     tupe_model_zero_grad(m);
     rc = tupe_model_forward(m, &b, NULL, &o, &e);
