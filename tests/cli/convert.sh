@@ -226,6 +226,17 @@ cp -r $R/hf-roformer $T/roe && sed -i 's/"embedding_size": 32/"embedding_size": 
 run $C import --from hf $T/roe -o $T/roe-ck
 [ $rc = 65 ] && has $T/err '"embedding_size" 16 differs from hidden_size 32'
 verdict "embedding_size other than hidden_size: refused, naming the field"
+for case in rope rope-half; do
+    in=$F/input.safetensors; [ $case = rope ] && in=$R/input-types.safetensors
+    run $C export --to hf $R/$case -o $T/$case-hf --vocab $F/vocab.txt
+    [ $rc = 0 ] && (cd $T/$case-hf && for f in *; do
+        if [ $f = config.json ]; then grep -v '"tupe_version"' $f | sha256sum | sed "s/ .*/  $f/"
+        else sha256sum $f; fi; done) | diff - $R/$case.files >$T/out
+    verdict "$case: the export is the RoFormerForMaskedLM transformers read"
+    run $MT logits -c $R/$case --input $in --expect $R/$case.logits.safetensors --tol 1e-4
+    [ $rc = 0 ]
+    verdict "$case: tupe's logits are transformers' RoFormerForMaskedLM's on its export ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+done
 sed 's/"position": "bert-a"/"position": "rope", "rope_layout": "half"/' $F/tiny.json >$T/ropehalf.json
 $MT init --model $T/ropehalf.json --vocab-size 60 --seed 4 -o $T/ropehalf >/dev/null 2>&1
 $MT logits -c $T/ropehalf --input $F/input.safetensors -o $T/ropehalf.logits >/dev/null 2>&1

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Fixtures for `tupe-convert import --from hf` of RoFormer checkpoints (tests/fixtures/roformer/),
-made with Hugging Face `transformers`, `torch` and `safetensors` from PyPI. The inputs and the
+"""Fixtures for `tupe-convert import --from hf` of RoFormer checkpoints and `export --to hf` of
+rope models (tests/fixtures/roformer/), made with Hugging Face `transformers`, `torch` and
+`safetensors` from PyPI and the built tupe-convert and tests/tupe-modeltool (`make tests` first;
+--build names the build directory, default the newest under build/). The inputs and the
 vocabulary are tests/fixtures/convert's (make_convert_fixtures.py), read, not written.
 
     /work/venv/bin/python tests/reference/make_roformer_fixtures.py
@@ -22,11 +24,24 @@ Writes:
                                 tupe's applies tanh: import refuses it)
   bad/sinusoid/                 hf-roformer with one value of its sinusoidal table changed
                                 (row 3, column 1): import refuses it, naming the place
-  VERSIONS                      the package versions used
+  rope/, rope-half/             rope checkpoints made by `tupe-modeltool init` (the tiny
+                                configuration; rope interleaved with 2 token types, seed 12;
+                                rope half-split without token types, seed 13)
+  CASE.files                    sha256 of every file `tupe-convert export --to hf` writes from
+                                it (config.json without its tupe_version line)
+  CASE.logits.safetensors       what RoFormerForMaskedLM (AutoModelForMaskedLM) computed from
+                                that export on the padded batch (input-types for rope, input
+                                for rope-half), valid rows; make check compares tupe's (1e-4)
+  VERSIONS                      the package versions used, the largest differences measured
 """
+import argparse
+import glob
+import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -75,11 +90,55 @@ def save_logits(path, x):
               metadata={"format": "pt"})
 
 
+def run(*cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def export_cases(build, out, ids, lengths, types):
+    """rope models -> RoFormerForMaskedLM: the export's hashes and transformers' logits."""
+    sys.path.insert(0, HERE)
+    import make_hf_fixtures as hfx
+    conv = os.path.join(build, "bin", "tupe-convert")
+    tool = os.path.join(build, "tests", "tupe-modeltool")
+    tiny = json.load(open(os.path.join(CONV, "tiny.json")))
+    worst = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, seed, extra, ntypes in (("rope", 12, {}, 2), ("rope-half", 13, {"rope_layout": "half"}, 0)):
+            mj = os.path.join(d, name + ".json")
+            json.dump(dict(tiny, position="rope", **extra), open(mj, "w"))
+            ck = os.path.join(out, name)
+            run(tool, "init", "--model", mj, "--vocab-size", V, "--seed", seed, "--types", ntypes,
+                "-o", ck, stdout=subprocess.DEVNULL)
+            hf = os.path.join(d, name + "-hf")
+            run(conv, "export", "--to", "hf", ck, "-o", hf, "--vocab", os.path.join(CONV, "vocab.txt"))
+            assert json.load(open(os.path.join(hf, "config.json")))["model_type"] == "roformer"
+            with open(os.path.join(out, name + ".files"), "w") as f:
+                # the dot files (the directory's kind and contents, base/outdir.h) are tupe's own
+                f.write("".join(l for l in hfx.export_files(hf).splitlines(True) if "  ." not in l))
+            t = types if ntypes else np.zeros_like(types)
+            lg = hfx.hf_outputs(hf, ids, lengths, t, 0)
+            save_logits(os.path.join(out, name + ".logits.safetensors"), lg)
+            mine = os.path.join(d, name + ".tupe.safetensors")
+            run(tool, "logits", "-c", ck, "--input",
+                os.path.join(out, "input-types.safetensors") if ntypes else os.path.join(CONV, "input.safetensors"),
+                "-o", mine, stdout=subprocess.DEVNULL)
+            worst[name] = float(np.abs(load_file(mine)["logits"].numpy() - lg).max())
+            assert worst[name] <= 1e-4, (name, worst[name])
+    return worst
+
+
 def main():
     from transformers import RoFormerForMaskedLM, RoFormerForSequenceClassification, RoFormerModel
     import safetensors
     import transformers
 
+    global OUT
+    ap = argparse.ArgumentParser(description="make tests/fixtures/roformer")
+    ap.add_argument("--build", help="build directory (default: the newest build/*/)")
+    ap.add_argument("--out", default=OUT, help="where to write (default %(default)s)")
+    a = ap.parse_args()
+    OUT = a.out
+    build = a.build or max(glob.glob(os.path.join(ROOT, "build", "*", "")), key=os.path.getmtime)
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     inp = load_file(os.path.join(CONV, "input.safetensors"))
@@ -124,10 +183,13 @@ def main():
     randomize(c, 10)
     c.save_pretrained(os.path.join(OUT, "hf-roformer-cls"))
 
+    worst = export_cases(build, OUT, ids, lengths, types)
     with open(os.path.join(OUT, "VERSIONS"), "w") as f:
         f.write("python %s\ntorch %s\ntransformers %s\nsafetensors %s\nnumpy %s\n" % (
             sys.version.split()[0], torch.__version__, transformers.__version__,
             safetensors.__version__, np.__version__))
+        f.write("export: max abs logits difference, tupe - transformers: %s\n"
+                % ", ".join("%s %.3g" % kv for kv in worst.items()))
     print("wrote", OUT)
 
 
