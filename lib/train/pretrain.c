@@ -507,12 +507,14 @@ static double r_mfrac(const tupe_pretrain_opts *o) { return o->mask_frac; }
 static double r_rfrac(const tupe_pretrain_opts *o) { return o->random_frac; }
 static double r_obj(const tupe_pretrain_opts *o) { return o->objective; }
 static double r_rtdw(const tupe_pretrain_opts *o) { return o->rtd_weight; }
+static double r_recipe(const tupe_pretrain_opts *o) { return o->adam.electra; }
 
 static const recipe_field recipe[] = {
     {"lr", "--lr", r_lr}, {"end_lr", "--end-lr", r_end_lr}, {"power", "--power", r_power},
     {"warmup", "--warmup", r_warmup}, {"steps", "--steps", r_steps}, {"beta1", "--beta1", r_beta1},
     {"beta2", "--beta2", r_beta2}, {"adam_eps", "--adam-eps", r_eps},
     {"weight_decay", "--weight-decay", r_wd}, {"clip", "--clip", r_clip},
+    {"electra_optimizer", "--recipe", r_recipe},
     {"no_decay_ln_bias", "--no-decay-ln-bias", r_excl}, {"mask_prob", "--mask-prob", r_mask},
     {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac},
     {"objective", "--objective", r_obj}, {"rtd_weight", "--rtd-weight", r_rtdw}};
@@ -536,7 +538,11 @@ static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char
     for (size_t i = 0; json_is_object(saved) && i < sizeof recipe / sizeof recipe[0] && !rc; i++) {
         json_t *v = json_object_get(saved, recipe[i].key);
         double now = recipe[i].get(o);
-        if (json_is_number(v) && json_number_value(v) != now)
+        if (json_is_number(v) && json_number_value(v) != now && recipe[i].get == r_recipe)
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --recipe %s; resume with the same "
+                           "(now %s)", from, json_number_value(v) ? "electra" : "tupe",
+                           now ? "electra" : "tupe");
+        else if (json_is_number(v) && json_number_value(v) != now)
             rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with %s %g; resume with the same (now %g): "
                            "another value would continue it as a different run", from, recipe[i].opt,
                            json_number_value(v), now);
@@ -813,7 +819,7 @@ static int agree(trainer *t, tupe_err *e)
                      "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
                      "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n"
                      "--grad-reduce %s\n--objective %d\n--generator-size %.17g\n"
-                     "--rtd-weight %.17g\n",
+                     "--rtd-weight %.17g\n--recipe %d\n",
                      o->model ? o->model : "(default)", o->position ? o->position : "(default)",
                      o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
                      (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
@@ -823,7 +829,7 @@ static int agree(trainer *t, tupe_err *e)
                      (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
                      o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
                      o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree",
-                     o->objective, o->generator_size, o->rtd_weight);
+                     o->objective, o->generator_size, o->rtd_weight, a->electra);
     for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
         n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
@@ -917,6 +923,10 @@ static void announce(const trainer *t)
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
     if (kernels_line(r))
         say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
+    if (o->adam.electra)
+        say(r, TUPE_NOTE_INFO, "--recipe electra: Adam without bias correction, the warmup "
+            "times a decay from step 0 (the first update has learning rate 0), no weight decay "
+            "of biases and LayerNorm, TensorFlow's clipping");
     if (r->world > 1) {
         int N = tupe_comm_nodes(r->comm), L = tupe_comm_node_size(r->comm);
         say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); %d node%s x %d rank%s; gradients "
@@ -1231,7 +1241,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     t->r.slot = tupe_comm_slot(comm);
     t->r.world = tupe_comm_world(comm);
     t->res = res;
-    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
+    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power, o->adam.electra};
     t->sched = sched;
     int rc;
     if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&

@@ -71,4 +71,24 @@ for v in rope alibi nope; do
 done
 [ $ok = 1 ]
 verdict "ELECTRA with rope, alibi and nope in both networks trains and evaluates at twice its length"
+# --recipe electra: ELECTRA's optimizer (the first update at learning rate 0), kept by a resume
+run $P train "${common[@]}" --recipe electra -o $T/rec --steps 4 --stop-after 2
+[ $rc = 0 ] && has $T/err "--recipe electra: Adam without bias correction" &&
+    grep '"step":1,' $T/rec/metrics.jsonl | grep -q '"lr":0,' && grep '"step":2,' $T/rec/metrics.jsonl | grep -q '"lr":0.0009375,'
+verdict "--recipe electra: the warmup times a decay from step 0 (lr 0 at step 1, 5e-3 x 3/4 x 1/4 at step 2)"
+run $P train "${common[@]}" -o $T/rec --steps 4 --resume
+[ $rc = 2 ] && has $T/err "was trained with --recipe electra; resume with the same (now tupe)"
+verdict "a resume keeps the run's --recipe"
+
+# tupe-glue fine-tunes the discriminator of a pair (ELECTRA's recipe: layer-wise decay 0.8)
+sample_glue $T/glue
+S=$TUPE_SRC/share/tupe/sample/corpus.txt.zst
+tupe-tokenize train -q --vocab-size 1000 -o $T/vocab.txt $S
+tupe-tokenize encode -q --docs line --vocab $T/vocab.txt $S | tupe-shard write -q -o $T/gshards --seq-len 32 --valid-fraction 0.02 --shards 1
+run $P train --data $T/gshards --model $T/m.json --batch 8 --steps 2 --warmup 1 --lr 5e-3 --save-every 0 --eval-every 0 --threads 1 --objective electra --generator-size 0.5 --recipe electra -o $T/gpre
+run $TUPE_BIN/tupe-glue train --task RTE --data $T/glue --checkpoint $T/gpre/checkpoints/step-00000002 --vocab $T/vocab.txt -o $T/gft --recipe electra --max-len 32 --max-train 32 --max-dev 8 --epochs 1 --threads 1
+[ $rc = 0 ] && has $T/gft/results.json '"recipe": "electra"' && has $T/gft/results.json '"layer_decay": 0.8' &&
+    lacks $T/gft/best/model.safetensors generator && has $T/gft/best/model.safetensors 'embedding_size' &&
+    has $T/gft/best/model.safetensors embeddings_project
+verdict "tupe-glue --recipe electra fine-tunes a pair's discriminator (its encoder, not the generator)"
 exit $_failed
