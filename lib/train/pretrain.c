@@ -654,6 +654,10 @@ typedef struct trainer {
     int64_t resume_step;
     int64_t saved_at;            /* the step of the last checkpoint written or resumed, or -1 */
     uint64_t cur_epoch;          /* the epoch the reader is positioned in */
+    /* The step whose sequences are already read and masked in r's rows, read while the step
+     * before ran, and their counts summed over the ranks (masked, tokens); 0: none. */
+    int64_t next_step;
+    uint64_t next_counts[2];
     /* Since the last metrics line (last) and the last progress line of either kind (note):
      * time, tokens, summed loss and steps. */
     double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
@@ -737,7 +741,9 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
     if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
         return rc;
-    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM, sizeof *t->mloss);
+    /* ELECTRA: NSUM columns; and two more: the next step's counts (train_step) */
+    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 2,
+                      sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
@@ -990,10 +996,9 @@ static int save(trainer *t, tupe_err *e)
     return rc;
 }
 
-/* One optimizer step: this rank's sequences read and masked, forward and backward over its
- * micro-batches, gradients and loss summed over the ranks, the update (or, with
- * --skip-nonfinite, none for a non-finite loss or gradient). *loss and *norm are the step's. */
-static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+/* This rank's sequences of step `step` read and masked into r's rows; counts[0..1] this rank's
+ * masked positions and tokens. */
+static int read_step(trainer *t, int64_t step, uint64_t *counts, tupe_err *e)
 {
     run *r = &t->r;
     const tupe_pretrain_opts *o = r->o;
@@ -1012,9 +1017,31 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     if (got != t->per_rank)
         return tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
                          o->data, r->rank, got, t->per_rank);
-    uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
-    if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
+    counts[0] = (uint64_t)masked;
+    counts[1] = (uint64_t)tokens;
+    return 0;
+}
+
+/* One optimizer step: this rank's sequences read and masked (already, while the step before
+ * ran, but for the first step of a run and after a validation), forward and backward over its
+ * micro-batches, gradients and loss summed over the ranks, the update (or, with
+ * --skip-nonfinite, none for a non-finite loss or gradient). The next step's sequences are read
+ * before this step's sums, while the device still computes, and their counts travel with the
+ * sums (no host collective between steps). *loss and *norm are the step's. */
+static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+{
+    run *r = &t->r;
+    const tupe_pretrain_opts *o = r->o;
+    int rc;
+    uint64_t counts[2];
+    if (t->next_step == step) {
+        counts[0] = t->next_counts[0];
+        counts[1] = t->next_counts[1];
+    } else if ((rc = read_step(t, step, counts, e)) ||
+               (rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e))) {
         return rc;
+    }
+    t->next_step = 0;
     /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
      * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
@@ -1045,11 +1072,26 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
      * dead ranks) */
     tupe_fault_point("trainer.step");
+    /* the next step's sequences (the rows are free: the micro-batches were packed), their
+     * counts after the losses: integers, summed exactly as doubles */
+    int ahead = step < o->steps;
+    size_t nv = (size_t)n * (r->electra ? NSUM : 1);
+    if (ahead) {
+        uint64_t nc[2];
+        if ((rc = read_step(t, step + 1, nc, e)))
+            return rc;
+        t->mloss[nv] = (double)nc[0];
+        t->mloss[nv + 1] = (double)nc[1];
+    }
     /* the micro-batches' losses (ELECTRA: NSUM columns of them): each from one rank, summed
      * over the ranks with the norm, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, (size_t)n * (r->electra ? NSUM : 1), norm,
-                                   e)))
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, nv + 2 * (size_t)ahead, norm, e)))
         return rc;
+    if (ahead) {
+        t->next_step = step + 1;
+        t->next_counts[0] = (uint64_t)t->mloss[nv];
+        t->next_counts[1] = (uint64_t)t->mloss[nv + 1];
+    }
     double loss_sum = tupe_tree_sum_d(t->mloss, n);
     *loss = counts[0] ? loss_sum / (double)counts[0] : 0;
     if (r->electra) {
@@ -1150,6 +1192,10 @@ static void report_step(trainer *t, int64_t step, double loss, double norm)
 /* The validation of step `step`, reported as a progress line and a metrics line. */
 static int validate(trainer *t, int64_t step, tupe_err *e)
 {
+    /* the validation reads into the rows of the next step's sequences: they are read again,
+     * from where that step begins */
+    t->next_step = 0;
+    t->cur_epoch = UINT64_MAX;
     tupe_eval_result ev;
     int rc = evaluate(&t->r, t->r.o->eval_sequences, &ev, e);
     if (rc || ev.masked == 0)
@@ -1195,6 +1241,7 @@ static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
     t->tok_last = t->tok_note = t->st.tokens;
     t->saved_at = t->resume_from[0] ? t->st.step : -1;
     t->cur_epoch = UINT64_MAX;
+    t->next_step = 0;
     int rc = 0;
     for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
         double loss = 0, norm = 0;
