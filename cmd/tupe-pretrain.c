@@ -263,9 +263,16 @@ static int cmd_eval(tupe_cli *c, void *opts)
                 print_buckets(&r, a->o.eval_bucket, 1);
                 printf("]");
             }
-            if (r.electra)
+            if (r.electra) {
                 printf(",\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,\"val_replaced\":%.6f,"
                        "\"tokens\":%lld", r.rtd_loss, r.rtd_acc, r.replaced, (long long)r.tokens);
+                if (isnan(r.rtd_auc))
+                    printf(",\"val_disc_auc\":null");
+                else
+                    printf(",\"val_disc_auc\":%.6f", r.rtd_auc);
+                printf(",\"val_disc_precision\":%.6f,\"val_disc_recall\":%.6f", r.rtd_precision,
+                       r.rtd_recall);
+            }
             printf("}\n");
             free(q);
             json_decref(js);
@@ -280,8 +287,9 @@ static int cmd_eval(tupe_cli *c, void *opts)
         }
         if (!a->json && r.electra)
             printf("%s: discriminator loss %.4f, accuracy %.2f%% (%.2f%% of %lld tokens replaced by "
-                   "the generator)\n", a->ckpt, r.rtd_loss, 100 * r.rtd_acc, 100 * r.replaced,
-                   (long long)r.tokens);
+                   "the generator)\n%s: discriminator AUC %.4f, precision %.4f, recall %.4f (of "
+                   "\"replaced\")\n", a->ckpt, r.rtd_loss, 100 * r.rtd_acc, 100 * r.replaced,
+                   (long long)r.tokens, a->ckpt, r.rtd_auc, r.rtd_precision, r.rtd_recall);
     }
     tupe_comm_finalize(comm);
     tupe_backend_destroy(be);

@@ -54,12 +54,20 @@ else
 fi
 
 run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json
-[ $rc = 0 ] && has $T/out '"val_disc_acc":' && has $T/out '"val_replaced":'
-verdict "eval reports the discriminator's loss, accuracy and replaced fraction"
+[ $rc = 0 ] && has $T/out '"val_disc_acc":' && has $T/out '"val_replaced":' && has $T/out '"val_disc_auc":0.' &&
+    has $T/out '"val_disc_precision":' && has $T/out '"val_disc_recall":' && grep -q '"val_disc_auc":' $T/a/metrics.jsonl
+verdict "eval reports the discriminator's loss, accuracy, replaced fraction, AUC, precision and recall"
 cp $T/out $T/eval1
 run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --micro-batch 3
 [ $rc = 0 ] && [ "$(sed 's/"checkpoint":[^,]*,//' $T/out)" = "$(sed 's/"checkpoint":[^,]*,//' $T/eval1)" ]
 verdict "the evaluation's masks and noise do not depend on the batching"
+if have_mpi; then
+    mpi_run -np 2 $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json
+    [ $rc = 0 ] && [ "$(sed 's/"checkpoint":[^,]*,//' $T/out)" = "$(sed 's/"checkpoint":[^,]*,//' $T/eval1)" ]
+    verdict "two ranks evaluate as one process (the AUC over both ranks' tokens)"
+else
+    skip "two ranks evaluate as one process (the AUC over both ranks' tokens)" "$NO_MPI"
+fi
 # issue 30's encodings in both networks: each trains, and evaluates past the trained length
 tupe-shard write -q -o $T/long --seq-len 64 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.3 --shards 1 $T/ids.tok
 ok=1
