@@ -21,6 +21,7 @@
 #include "train/gradsync.h"
 #include "train/masking.h"
 #include "train/rundir.h"
+#include "train/rtdmetrics.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
@@ -263,6 +264,88 @@ static int bucket_losses(run *r, const tupe_batch *b, int w, double *sums, tupe_
     return rc;
 }
 
+/* The discriminator's scores and labels of the last forward pass's non-padding tokens,
+ * appended to *sc and *lb (n of cap). */
+typedef struct rtd_probe {
+    double *sc;
+    int32_t *lb;
+    size_t n, cap;
+    float *buf;
+} rtd_probe;
+
+static int rtd_collect(run *r, const tupe_batch *b, rtd_probe *p, tupe_err *e)
+{
+    tupe_electra *pair = tupe_model_pair(r->m);
+    size_t N = (size_t)b->B * (size_t)b->T;
+    float *buf = realloc(p->buf, N * sizeof *buf);
+    if (!buf)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    p->buf = buf;
+    int rc = tupe_electra_scores(pair, buf, N, e);
+    if (rc)
+        return rc;
+    const int32_t *lab = tupe_electra_labels(pair);
+    for (int i = 0; i < b->B; i++)
+        for (int t = 0; t < b->lengths[i]; t++) {
+            if (p->n == p->cap) {
+                size_t c = p->cap ? 2 * p->cap : 4096;
+                double *s2 = realloc(p->sc, c * sizeof *s2);
+                if (s2)
+                    p->sc = s2;
+                int32_t *l2 = s2 ? realloc(p->lb, c * sizeof *l2) : NULL;
+                if (!l2)
+                    return tupe_fail(e, TUPE_EFAIL, "out of memory");
+                p->lb = l2;
+                p->cap = c;
+            }
+            p->sc[p->n] = buf[(size_t)i * b->T + t];
+            p->lb[p->n++] = lab[(size_t)i * b->T + t];
+        }
+    return 0;
+}
+
+/* AUC, precision and recall over every rank's tokens: each rank's put at its place (its
+ * slot's offset) in one array that a sum over the ranks fills. */
+static int rtd_finish(run *r, const rtd_probe *p, tupe_eval_result *res, tupe_err *e)
+{
+    int W = r->world;
+    double *cnt = calloc((size_t)W, sizeof *cnt);
+    if (!cnt)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    cnt[r->slot] = (double)p->n;
+    int rc = W > 1 ? tupe_comm_allreduce_f64(r->comm, cnt, (size_t)W, e) : 0;
+    size_t off = 0, total = 0;
+    for (int k = 0; k < W; k++) {
+        off += k < r->slot ? (size_t)cnt[k] : 0;
+        total += (size_t)cnt[k];
+    }
+    free(cnt);
+    if (rc)
+        return rc;
+    double *all = calloc(2 * (total ? total : 1), sizeof *all);
+    int32_t *lb = malloc((total ? total : 1) * sizeof *lb);
+    if (!all || !lb) {
+        free(all), free(lb);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        all[off + i] = p->sc[i];
+        all[total + off + i] = p->lb[i];
+    }
+    if (W > 1 && (rc = tupe_comm_allreduce_f64(r->comm, all, 2 * total, e))) {
+        free(all), free(lb);
+        return rc;
+    }
+    for (size_t i = 0; i < total; i++)
+        lb[i] = all[total + i] != 0;
+    tupe_rtd_metrics m;
+    if (tupe_rtd_metrics_of(all, lb, total, &m))
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    res->rtd_auc = m.auc, res->rtd_precision = m.precision, res->rtd_recall = m.recall;
+    free(all), free(lb);
+    return rc;
+}
+
 static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 {
     int w = r->o->eval_bucket, T = (int)(r->crop ? r->crop : r->seq_len);
@@ -288,6 +371,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     int64_t mine = n > s ? (int64_t)((n - s + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
     double sums[7] = {0}; /* loss, correct, masked; ELECTRA: rtd loss, correct, tokens, replaced */
     uint64_t seqs = 0;
+    rtd_probe probe = {NULL, NULL, 0, 0, NULL};
     for (int64_t done = 0; done < mine;) {
         int want = (int)(mine - done < r->mb ? mine - done : r->mb);
         int64_t masked = 0, tokens = 0;
@@ -314,8 +398,10 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             sums[4] += (double)out.rtd_correct;
             sums[5] += (double)out.rtd_count;
             sums[6] += (double)out.rtd_replaced;
-            if (nb && (rc = bucket_losses(r, &b, w, bsums, e))) {
+            if ((nb && (rc = bucket_losses(r, &b, w, bsums, e))) ||
+                (r->electra && (rc = rtd_collect(r, &b, &probe, e)))) {
                 tupe_shardr_close(rd);
+                free(probe.sc), free(probe.lb), free(probe.buf);
                 return rc;
             }
         }
@@ -325,8 +411,12 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     tupe_shardr_close(rd);
     if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 7, e)) ||
         (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)) ||
-        (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))))
+        (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))) ||
+        (r->electra && (rc = rtd_finish(r, &probe, res, e)))) {
+        free(probe.sc), free(probe.lb), free(probe.buf);
         return rc;
+    }
+    free(probe.sc), free(probe.lb), free(probe.buf);
     for (int k = 0; k < nb; k++) {
         res->bucket_masked[k] = (int64_t)bsums[2 * k + 1];
         res->bucket_loss[k] = bsums[2 * k + 1] > 0 ? bsums[2 * k] / bsums[2 * k + 1] : NAN;
@@ -507,12 +597,14 @@ static double r_mfrac(const tupe_pretrain_opts *o) { return o->mask_frac; }
 static double r_rfrac(const tupe_pretrain_opts *o) { return o->random_frac; }
 static double r_obj(const tupe_pretrain_opts *o) { return o->objective; }
 static double r_rtdw(const tupe_pretrain_opts *o) { return o->rtd_weight; }
+static double r_recipe(const tupe_pretrain_opts *o) { return o->adam.electra; }
 
 static const recipe_field recipe[] = {
     {"lr", "--lr", r_lr}, {"end_lr", "--end-lr", r_end_lr}, {"power", "--power", r_power},
     {"warmup", "--warmup", r_warmup}, {"steps", "--steps", r_steps}, {"beta1", "--beta1", r_beta1},
     {"beta2", "--beta2", r_beta2}, {"adam_eps", "--adam-eps", r_eps},
     {"weight_decay", "--weight-decay", r_wd}, {"clip", "--clip", r_clip},
+    {"electra_optimizer", "--recipe", r_recipe},
     {"no_decay_ln_bias", "--no-decay-ln-bias", r_excl}, {"mask_prob", "--mask-prob", r_mask},
     {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac},
     {"objective", "--objective", r_obj}, {"rtd_weight", "--rtd-weight", r_rtdw}};
@@ -536,7 +628,11 @@ static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char
     for (size_t i = 0; json_is_object(saved) && i < sizeof recipe / sizeof recipe[0] && !rc; i++) {
         json_t *v = json_object_get(saved, recipe[i].key);
         double now = recipe[i].get(o);
-        if (json_is_number(v) && json_number_value(v) != now)
+        if (json_is_number(v) && json_number_value(v) != now && recipe[i].get == r_recipe)
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --recipe %s; resume with the same "
+                           "(now %s)", from, json_number_value(v) ? "electra" : "tupe",
+                           now ? "electra" : "tupe");
+        else if (json_is_number(v) && json_number_value(v) != now)
             rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with %s %g; resume with the same (now %g): "
                            "another value would continue it as a different run", from, recipe[i].opt,
                            json_number_value(v), now);
@@ -819,7 +915,7 @@ static int agree(trainer *t, tupe_err *e)
                      "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
                      "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n"
                      "--grad-reduce %s\n--objective %d\n--generator-size %.17g\n"
-                     "--rtd-weight %.17g\n",
+                     "--rtd-weight %.17g\n--recipe %d\n",
                      o->model ? o->model : "(default)", o->position ? o->position : "(default)",
                      o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
                      (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
@@ -829,7 +925,7 @@ static int agree(trainer *t, tupe_err *e)
                      (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
                      o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
                      o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree",
-                     o->objective, o->generator_size, o->rtd_weight);
+                     o->objective, o->generator_size, o->rtd_weight, a->electra);
     for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
         n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
@@ -923,6 +1019,10 @@ static void announce(const trainer *t)
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
     if (kernels_line(r))
         say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
+    if (o->adam.electra)
+        say(r, TUPE_NOTE_INFO, "--recipe electra: Adam without bias correction, the warmup "
+            "times a decay from step 0 (the first update has learning rate 0), no weight decay "
+            "of biases and LayerNorm, TensorFlow's clipping");
     if (r->world > 1) {
         int N = tupe_comm_nodes(r->comm), L = tupe_comm_node_size(r->comm);
         say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); %d node%s x %d rank%s; gradients "
@@ -1201,9 +1301,17 @@ static int validate(trainer *t, int64_t step, tupe_err *e)
         say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation discriminator loss %.4f  accuracy "
             "%.2f%%  (%.2f%% of %lld tokens replaced)", (long long)step, ev.rtd_loss,
             100 * ev.rtd_acc, 100 * ev.replaced, (long long)ev.tokens);
+        say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation discriminator AUC %.4f  precision "
+            "%.4f  recall %.4f (of \"replaced\")", (long long)step, ev.rtd_auc,
+            ev.rtd_precision, ev.rtd_recall);
+        char auc[48] = ""; /* none with one class only */
+        if (!isnan(ev.rtd_auc))
+            snprintf(auc, sizeof auc, ",\"val_disc_auc\":%.6f", ev.rtd_auc);
         tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,"
-                           "\"val_replaced\":%.6f,\"val_tokens\":%lld}", (long long)step,
-                           ev.rtd_loss, ev.rtd_acc, ev.replaced, (long long)ev.tokens);
+                           "\"val_replaced\":%.6f,\"val_tokens\":%lld%s,\"val_disc_precision\":%.6f,"
+                           "\"val_disc_recall\":%.6f}", (long long)step, ev.rtd_loss, ev.rtd_acc,
+                           ev.replaced, (long long)ev.tokens, auc, ev.rtd_precision,
+                           ev.rtd_recall);
     }
     return 0;
 }
@@ -1278,7 +1386,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     t->r.slot = tupe_comm_slot(comm);
     t->r.world = tupe_comm_world(comm);
     t->res = res;
-    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
+    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power, o->adam.electra};
     t->sched = sched;
     int rc;
     if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&
