@@ -2,11 +2,14 @@
  * relative-bias models (lib/viz/poscorr.c), attention maps of real input (lib/viz/inspect.c),
  * and the word/position decomposition of an absolute-position BERT (lib/viz/decomp.c), drawn
  * and saved by lib/viz/vizset.c. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fileio.h"
 #include "cli/cli.h"
+#include "viz/attnstats.h"
 #include "viz/colormap.h"
 #include "viz/decomp.h"
 #include "viz/inspect.h"
@@ -16,7 +19,8 @@
 
 enum {
     O_CKPT = 1, O_OUT, O_FORMAT, O_NPY, O_TERM, O_HEADS, O_SCALE, O_CELL, O_MAXPOS, O_VIEW,
-    O_VOCAB, O_TEXT, O_INPUT, O_DATA, O_LAYERS, O_CASED, O_MAXLEN, O_MAXIN, O_DECOMP, O_PERHEAD
+    O_VOCAB, O_TEXT, O_INPUT, O_DATA, O_LAYERS, O_CASED, O_MAXLEN, O_MAXIN, O_DECOMP, O_PERHEAD,
+    O_MEASURES, O_WINDOW
 };
 
 #define COMMON_OPTS \
@@ -46,6 +50,8 @@ static const tupe_opt attn_opts[] = {
     {O_INPUT, "input", 'i', TUPE_REQARG, "FILE", "the sentence: the first line of FILE that is not\nblank (- for stdin)", "file"},
     {O_LAYERS, "layers", 0, TUPE_REQARG, "LIST", "layers to draw, e.g. 0,11 (default: all)", NULL},
     {O_MAXLEN, "max-len", 0, TUPE_REQARG, "N", "cut the input to N tokens (default: the model's\nmaximum)", NULL},
+    {O_MEASURES, "measures", 0, TUPE_REQARG, "FILE", "write the locality and symmetry of every drawn\nmap as JSON (- for stdout)", "file"},
+    {O_WINDOW, "window", 0, TUPE_REQARG, "K", "the measures' local share counts keys within +-K\nof the query (default: 2)", NULL},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 
 static const tupe_opt decomp_opts[] = {
@@ -76,7 +82,10 @@ static const tupe_cmd cmds[] = {
     {"attn", "[CKPT]", "attention probabilities of a sentence, per layer and head",
      "One figure per layer (a panel per head; rows = queries, columns = keys, labelled with\n"
      "the tokens). --npy writes attn.npy [layers, heads, T, T] in the layout Hugging Face\n"
-     "returns with output_attentions (what bertviz reads), and tokens.txt.", attn_opts, "dir", cmd_attn},
+     "returns with output_attentions (what bertviz reads), and tokens.txt. Each map's\n"
+     "locality and symmetry (mean distance attended, share within +-K, forward balance,\n"
+     "symmetry <A, A^T>/<A, A>) go to --measures as JSON, to measures.json beside the .npy\n"
+     "files, and, per layer averaged over heads, to the notes (not with -q).", attn_opts, "dir", cmd_attn},
     {"decomp", "[CKPT]", "word/position decomposition of the first layer's scores",
      "For an absolute-position model (BERT-A, BERT-R, a BERT imported by tupe-convert): the\n"
      "word-word, word-position, position-word and position-position terms of layer 0's\n"
@@ -87,10 +96,10 @@ static const tupe_cmd cmds[] = {
 static const tupe_prog prog = {"tupe-attnviz", "draw what the positions learned", cmds, NULL};
 
 typedef struct args {
-    const char *ckpt, *out, *npy, *vocab, *input, *data, *heads, *layers, *views;
+    const char *ckpt, *out, *npy, *vocab, *input, *data, *heads, *layers, *views, *measures;
     const char **texts;
     int ntexts, format, term, per_panel, cell, cased, decomp, per_head;
-    long max_pos, max_len, max_in;
+    long max_pos, max_len, max_in, window;
 } args;
 
 /* "0,3,5-7" -> a sorted list of distinct values in [0, n); "all" or NULL: all of them. */
@@ -365,6 +374,60 @@ static char *token_label(const tupe_vocab *v, int32_t id)
     return s;
 }
 
+/* head < 0: the mean over heads (no "head" key). */
+static json_t *stats_json(int head, const tupe_attn_stats *s)
+{
+    json_t *j = head >= 0 ? json_pack("{s:i}", "head", head) : json_object();
+    json_object_set_new(j, "distance", json_real(s->distance));
+    json_object_set_new(j, "local", json_real(s->local));
+    json_object_set_new(j, "forward", json_real(s->forward));
+    json_object_set_new(j, "symmetry", json_real(s->symmetry));
+    return j;
+}
+
+/* The measures of the drawn maps sel [nl, nh, T, T]: JSON for --measures and the .npy
+ * directory, and a note per layer (the mean over its heads). NULL when out of memory. */
+static char *attn_measures(const tupe_cli *c, const args *a, const tupe_config *cfg,
+                           const float *sel, int T, const int *layers, int nl, const int *heads,
+                           int nh)
+{
+    int k = (int)a->window;
+    double uni = tupe_attn_uniform_distance(T);
+    json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:f}", "checkpoint", a->ckpt, "position",
+                          tupe_position_name(cfg->position), "tokens", T, "window", k,
+                          "uniform_distance", uni);
+    json_t *ls = json_array();
+    for (int li = 0; li < nl; li++) {
+        json_t *hs = json_array();
+        tupe_attn_stats m = {0, 0, 0, 0};
+        for (int hi = 0; hi < nh; hi++) {
+            tupe_attn_stats st;
+            tupe_attn_stats_of(sel + ((size_t)li * nh + hi) * T * T, T, k, &st);
+            json_array_append_new(hs, stats_json(heads[hi], &st));
+            m.distance += st.distance / nh, m.local += st.local / nh;
+            m.forward += st.forward / nh, m.symmetry += st.symmetry / nh;
+        }
+        json_t *l = json_pack("{s:i,s:o,s:o}", "layer", layers[li], "heads", hs, "mean",
+                              stats_json(-1, &m));
+        json_array_append_new(ls, l);
+        tupe_cli_note(c, "layer %d: mean distance %.3f (uniform %.3f), within +-%d %.3f, "
+                      "forward %+.3f, symmetry %.3f (means over %d head%s)", layers[li],
+                      m.distance, uni, k, m.local, m.forward, m.symmetry, nh, nh > 1 ? "s" : "");
+    }
+    json_object_set_new(j, "layers", ls);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    if (text) {
+        char *t = realloc(text, strlen(text) + 2);
+        if (t)
+            strcat(t, "\n");
+        else
+            free(text);
+        text = t;
+    }
+    return text;
+}
+
 static int draw_attn(tupe_cli *c, const args *a, tupe_inspect *in)
 {
     const tupe_config *cfg = &in->cfg;
@@ -436,6 +499,20 @@ static int draw_attn(tupe_cli *c, const args *a, tupe_inspect *in)
                        sel + (size_t)li * nh * TT, tp, (const char *const *)labels, "probability", 0};
         rc = draw(c, a, s, &v, &e);
     }
+    char *meas = NULL;
+    if (!rc && !(meas = attn_measures(c, a, cfg, sel, T, layers, nl, heads, nh)))
+        rc = tupe_fail(&e, TUPE_EFAIL, "out of memory");
+    if (!rc && a->measures) {
+        tupe_out *o;
+        if (!(rc = tupe_out_open(&o, a->measures, &e))) {
+            rc = tupe_out_write(o, meas, strlen(meas), &e);
+            rc = rc ? (tupe_out_abort(o), rc) : tupe_out_commit(o, &e);
+        }
+    }
+    if (!rc)
+        rc = tupe_vizset_text(s, "measures.json", meas, "locality and symmetry of every map "
+                              "(tupe-attnviz(1), MEASURES)", &e);
+    free(meas);
     if (!rc) {
         uint64_t shape[4] = {(uint64_t)nl, (uint64_t)nh, (uint64_t)T, (uint64_t)T}, st = (uint64_t)T;
         tupe_vizset_note_ints(s, "layers", layers, nl);
@@ -605,6 +682,10 @@ static int with_checkpoint(tupe_cli *c, args *a, int (*fn)(tupe_cli *, const arg
         rc = tupe_cli_usage(c, "a checkpoint is required (CKPT or --checkpoint)");
     else if (a->term && a->out && strcmp(a->out, "-") == 0)
         rc = tupe_cli_usage(c, "--term and -o - would both write to standard output");
+    else if (a->measures && strcmp(a->measures, "-") == 0 &&
+             (a->term || (a->out && strcmp(a->out, "-") == 0)))
+        rc = tupe_cli_usage(c, "--measures - and %s would both write to standard output",
+                            a->term ? "--term" : "-o -");
     else if (attn && a->ntexts + (a->input != NULL) != 1)
         rc = tupe_cli_usage(c, "give one sentence: --text TEXT or --input FILE");
     else if (decomp && !a->ntexts && !a->input && !a->data)
@@ -640,6 +721,7 @@ int main(int argc, char **argv)
     args a;
     memset(&a, 0, sizeof a);
     a.max_in = 256;
+    a.window = 2;
     const char *arg;
     int id, rc = 0, fmt;
     while ((id = tupe_cli_next(&c, &arg)) > 0) {
@@ -685,6 +767,8 @@ int main(int argc, char **argv)
         case O_MAXIN: rc = tupe_cli_long(&c, arg, 1, 1L << 40, &a.max_in); break;
         case O_DECOMP: rc = tupe_cli_choice(&c, arg, "paper|exact", &a.decomp); break;
         case O_PERHEAD: a.per_head = 1; break;
+        case O_MEASURES: a.measures = arg; break;
+        case O_WINDOW: rc = tupe_cli_long(&c, arg, 0, 1 << 20, &a.window); break;
         }
         if (rc)
             break;

@@ -16,7 +16,7 @@
 
 enum {
     O_TASK = 1, O_DATA, O_FORMAT, O_SPLIT, O_PRED, O_OUT, O_WNLI, O_CKPT, O_VOCAB, O_RECIPE, O_LR,
-    O_GRID, O_SEEDS, O_SEED, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
+    O_GRID, O_SEEDS, O_SEED, O_LAYER_DECAY, O_EPOCHS, O_BATCH, O_MAXLEN, O_WARMUP, O_DROPOUT, O_WD, O_CLIP, O_EPS,
     O_BETA2, O_CASED, O_LOWER, O_EVALS, O_MAXTRAIN, O_MAXDEV, O_DEVICE, O_PRECISION, O_TB, O_NO_TB
 };
 
@@ -56,7 +56,7 @@ static const tupe_opt submit_opts[] = {
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "the pre-trained checkpoint (required)", "dir"}, \
     {O_VOCAB, "vocab", 0, TUPE_REQARG, "PATH", "its vocabulary: vocab.txt or a BPE directory (required)", "file"}, \
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory (required)", "out:dir"}, \
-    {O_RECIPE, "recipe", 0, TUPE_REQARG, "NAME", "tupe (default), bert or roberta: the settings below", "list:tupe bert roberta"}, \
+    {O_RECIPE, "recipe", 0, TUPE_REQARG, "NAME", "tupe (default), bert, roberta or electra: the\nsettings below", "list:tupe bert roberta electra"}, \
     {O_EPOCHS, "epochs", 0, TUPE_REQARG, "N", "epochs (tupe: 10, 5 for MNLI, QNLI, QQP)", NULL}, \
     {O_BATCH, "batch", 'b', TUPE_REQARG, "N", "sentences per step (tupe: 32)", NULL}, \
     {O_MAXLEN, "max-len", 0, TUPE_REQARG, "N", "longest input in tokens, specials included\n(tupe: 512)", NULL}, \
@@ -65,6 +65,7 @@ static const tupe_opt submit_opts[] = {
     {O_WD, "weight-decay", 0, TUPE_REQARG, "X", "decoupled weight decay (tupe: 0.01)", NULL}, \
     {O_CLIP, "clip", 0, TUPE_REQARG, "X", "global gradient-norm clip, 0 = off (tupe: 1)", NULL}, \
     {O_EPS, "adam-eps", 0, TUPE_REQARG, "X", "Adam epsilon (1e-6)", NULL}, \
+    {O_LAYER_DECAY, "layer-decay", 0, TUPE_REQARG, "X", "layer-wise learning-rate decay, 1 = off\n(electra: 0.8; others: off)", NULL}, \
     {O_BETA2, "beta2", 0, TUPE_REQARG, "X", "Adam beta2 (tupe: 0.999)", NULL}, \
     {O_CASED, "cased", 0, TUPE_NOARG, NULL, "the vocabulary is cased (do not lowercase)", NULL}, \
     {O_EVALS, "evals-per-epoch", 0, TUPE_REQARG, "N", "dev evaluations per epoch (2)", NULL}, \
@@ -356,6 +357,7 @@ typedef struct overrides {
     tupe_ft_opts grid;
     const char *tensorboard;
     int no_tensorboard;
+    double layer_decay;
 } overrides;
 
 /* Every subcommand's options, as parsed. */
@@ -463,6 +465,7 @@ static int ft_setup(tupe_cli *c, const args *a, int training, int writes, const 
     if (ov->clip >= 0) o->adam.clip = ov->clip;
     if (ov->eps >= 0) o->adam.eps = ov->eps;
     if (ov->beta2 >= 0) o->adam.beta2 = ov->beta2;
+    if (ov->layer_decay > 0) o->layer_decay = ov->layer_decay;
     if (ov->evals > 0) o->evals_per_epoch = (int)ov->evals;
     o->max_train = (int64_t)ov->max_train;
     o->max_dev = (int64_t)ov->max_dev;
@@ -567,7 +570,7 @@ int main(int argc, char **argv)
     if (tupe_cli_begin(&c, &prog, argc, argv))
         return c.exit_code;
     args a = {.data = "glue_data",
-              .ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}, NULL, 0}};
+              .ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, {0}, NULL, 0, -1}};
     a.ov.seed = 1;
     overrides *ov = &a.ov;
     const char *arg;
@@ -584,7 +587,8 @@ int main(int argc, char **argv)
         case O_CKPT: a.ckpt = arg; break;
         case O_VOCAB: a.vocab = arg; break;
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.fmt); break;
-        case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta", &a.recipe); break;
+        case O_RECIPE: rc = tupe_cli_choice(&c, arg, "tupe|bert|roberta|electra", &a.recipe); break;
+        case O_LAYER_DECAY: rc = tupe_cli_double(&c, arg, 1e-6, 1, &ov->layer_decay); break;
         case O_DEVICE: rc = tupe_devicearg_device(&c, arg, &a.device); break;
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_LR: rc = tupe_cli_double(&c, arg, 1e-9, 1, &ov->lr); break;

@@ -22,7 +22,7 @@ enum {
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
     O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE, O_SEQLEN, O_POS_BUCKET, O_ROPE_SCALING,
-    O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT
+    O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT, O_RECIPE
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
@@ -49,6 +49,7 @@ static const tupe_opt train_opts[] = {
     {O_WD, "weight-decay", 0, TUPE_REQARG, "X", "decoupled weight decay (default: 0.01)", NULL},
     {O_CLIP, "clip", 0, TUPE_REQARG, "X", "clip the global gradient norm to X; 0 = off (default: 1)", NULL},
     {O_EXCL, "no-decay-ln-bias", 0, TUPE_NOARG, NULL, "no weight decay on biases and LayerNorm parameters", NULL},
+    {O_RECIPE, "recipe", 0, TUPE_REQARG, "tupe|electra", "tupe: the paper's optimizer (default); electra:\nELECTRA's (no bias correction, warmup times a decay\nfrom step 0, no decay of biases and LayerNorm)", "list:tupe electra"},
     {O_DROPOUT, "dropout", 0, TUPE_REQARG, "P", "hidden dropout (default: the configuration's, 0.1)", NULL},
     {O_ATTN_DROPOUT, "attention-dropout", 0, TUPE_REQARG, "P", "attention dropout (default: the configuration's)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
@@ -262,9 +263,16 @@ static int cmd_eval(tupe_cli *c, void *opts)
                 print_buckets(&r, a->o.eval_bucket, 1);
                 printf("]");
             }
-            if (r.electra)
+            if (r.electra) {
                 printf(",\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,\"val_replaced\":%.6f,"
                        "\"tokens\":%lld", r.rtd_loss, r.rtd_acc, r.replaced, (long long)r.tokens);
+                if (isnan(r.rtd_auc))
+                    printf(",\"val_disc_auc\":null");
+                else
+                    printf(",\"val_disc_auc\":%.6f", r.rtd_auc);
+                printf(",\"val_disc_precision\":%.6f,\"val_disc_recall\":%.6f", r.rtd_precision,
+                       r.rtd_recall);
+            }
             printf("}\n");
             free(q);
             json_decref(js);
@@ -279,8 +287,9 @@ static int cmd_eval(tupe_cli *c, void *opts)
         }
         if (!a->json && r.electra)
             printf("%s: discriminator loss %.4f, accuracy %.2f%% (%.2f%% of %lld tokens replaced by "
-                   "the generator)\n", a->ckpt, r.rtd_loss, 100 * r.rtd_acc, 100 * r.replaced,
-                   (long long)r.tokens);
+                   "the generator)\n%s: discriminator AUC %.4f, precision %.4f, recall %.4f (of "
+                   "\"replaced\")\n", a->ckpt, r.rtd_loss, 100 * r.rtd_acc, 100 * r.replaced,
+                   (long long)r.tokens, a->ckpt, r.rtd_auc, r.rtd_precision, r.rtd_recall);
     }
     tupe_comm_finalize(comm);
     tupe_backend_destroy(be);
@@ -324,6 +333,10 @@ int main(int argc, char **argv)
         case O_WD: rc = tupe_cli_double(&c, arg, 0, 10, &o->adam.weight_decay); break;
         case O_CLIP: rc = tupe_cli_double(&c, arg, 0, 1e9, &o->adam.clip); break;
         case O_EXCL: o->adam.exclude_ln_bias = 1; break;
+        case O_RECIPE:
+            if (!(rc = tupe_cli_choice(&c, arg, "tupe|electra", &o->adam.electra)) && o->adam.electra)
+                o->adam.exclude_ln_bias = 1;
+            break;
         case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->dropout); break;
         case O_ATTN_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->attention_dropout); break;
         case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o->mask_prob); break;

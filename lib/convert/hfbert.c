@@ -16,12 +16,16 @@
 #include "convert/tensorfile.h"
 #include "formats/safetensors.h"
 #include "model/checkpoint.h"
+#include "model/posenc.h"
 #include "text/vocab.h"
 
 #define HF_MODEL "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"
 #define HF_CONFIG "config.json"
 #define TT_NAME "bert.embeddings.token_type_embeddings.weight"
+/* RoFormer's table of sines and cosines (a frozen parameter it saves), under our "bert." names. */
+#define SIN_NAME "bert.encoder.embed_positions.weight"
+#define ROFORMER_BASE 10000.0
 
 /* Prefix pairs, ours -> Hugging Face; the first match wins. */
 static const struct { const char *ours, *hf; } prefixes[] = {
@@ -53,6 +57,49 @@ int tupe_hf_name(const char *ours, char *hf, size_t cap)
 static int scale_factor(const tupe_config *c)
 {
     return tupe_cfg_tupe(c) ? 2 : c->position == TUPE_POS_BERT_AD ? 4 : 1;
+}
+
+/* ---- RoFormer -------------------------------------------------------------------------------- */
+
+/* A RoFormer holds BERT's tensors under "roformer." where a BERT has "bert.": the names are
+ * mapped through the BERT ones (hf of tupe_hf_name, rewritten in place). */
+static void roformer_name(char *hf, size_t cap)
+{
+    size_t n = strlen(hf);
+    if (strncmp(hf, "bert.", 5) == 0 && n + 5 <= cap) {
+        memmove(hf + 9, hf + 5, n - 4);
+        memcpy(hf, "roformer.", 9);
+    }
+}
+
+/* RoFormer's sinusoidal table [P, d] as RoFormerSinusoidalPositionalEmbedding makes it: the
+ * sines of the d/2 angles of every position, then their cosines. */
+static void roformer_table(float *out, int P, int d)
+{
+    for (int p = 0; p < P; p++)
+        for (int t = 0; t < d / 2; t++) {
+            double a = tupe_rope_angle(ROFORMER_BASE, d, t, p);
+            out[(size_t)p * d + t] = (float)sin(a);
+            out[(size_t)p * d + d / 2 + t] = (float)cos(a);
+        }
+}
+
+/* 1 for the query and key projections, whose rows (output columns) RoPE rotates. */
+static int rotated_param(const char *name)
+{
+    return strstr(name, ".attention.self.query.") || strstr(name, ".attention.self.key.");
+}
+
+/* The half-split layout as RoFormer's interleaved one: within every head of d columns, column
+ * t (t < d/2) goes to 2t and column t + d/2 to 2t + 1. Both layouts give pair t the same angle,
+ * so with the query and key rows permuted alike the scores are the same. `row` floats a row. */
+static void half_to_interleaved(const float *in, float *out, int rows, int d, size_t row)
+{
+    for (int r = 0; r < rows; r++) {
+        int h = r / d, t = r % d;
+        int to = h * d + (t < d / 2 ? 2 * t : 2 * (t - d / 2) + 1);
+        memcpy(out + (size_t)to * row, in + (size_t)r * row, row * sizeof *out);
+    }
 }
 
 /* ---- JSON output ----------------------------------------------------------------------------- */
@@ -110,6 +157,7 @@ typedef struct export_ctx {
     json_t *state;        /* training state, or NULL */
     tupe_vocab *v;
     int bert;             /* model_type "bert" */
+    int roformer;         /* model_type "roformer" (RoPE) */
 } export_ctx;
 
 /* `data` is reused: every tensor gets a private copy. */
@@ -126,12 +174,18 @@ static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
     const tupe_config *c = x->c;
     int to = x->o->dtype;
     tupe_stw *w = tupe_stw_new();
+    int d = c->hidden_size / c->num_heads;
     size_t most = (size_t)c->hidden_size;
+    if (x->roformer && (size_t)c->max_position * d > most)
+        most = (size_t)c->max_position * d;
     for (size_t i = 0; i < lay->count; i++)
         most = lay->t[i].numel > most ? lay->t[i].numel : most;
     float *buf = malloc(most * sizeof *buf);
+    /* the half-split layout's query and key rows, permuted */
+    int permute = x->roformer && c->rope_layout == TUPE_ROPE_HALF;
+    float *perm = permute ? malloc(most * sizeof *perm) : NULL;
     int rc = 0;
-    if (!w || !buf) {
+    if (!w || !buf || (permute && !perm)) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
         goto out;
     }
@@ -144,6 +198,8 @@ static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
             rc = tupe_fail(e, TUPE_EFAIL, "parameter '%s' has no Hugging Face name", p->name);
             break;
         }
+        if (x->roformer)
+            roformer_name(hf, sizeof hf);
         uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
         int dt;
         const void *data = tupe_tset_raw(x->s, p->name, p->ndim, shape, &dt, e);
@@ -151,24 +207,42 @@ static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
             rc = e->code;
             break;
         }
-        /* Already in the target precision: written straight from the mapped checkpoint. */
-        if (dt == to) {
+        if (permute && rotated_param(p->name)) {
+            tupe_to_f32(dt, data, buf, p->numel);
+            half_to_interleaved(buf, perm, p->shape[0], d, p->ndim == 2 ? (size_t)p->shape[1] : 1);
+            rc = add_tensor(w, hf, to, p->ndim, shape, perm, e);
+        } else if (dt == to) {
+            /* Already in the target precision: written straight from the mapped checkpoint. */
             rc = tupe_stw_add(w, hf, dt, p->ndim, shape, data, e);
         } else {
             tupe_to_f32(dt, data, buf, p->numel);
             rc = add_tensor(w, hf, to, p->ndim, shape, buf, e);
         }
     }
-    if (!rc && x->bert && c->type_vocab_size == 0) {
-        /* BertEmbeddings always adds a token-type row: one of zeros adds nothing. */
+    if (!rc && (x->bert || x->roformer) && c->type_vocab_size == 0) {
+        /* BertEmbeddings (and RoFormer's) always add a token-type row: one of zeros adds
+         * nothing. */
+        char tt[64] = TT_NAME;
+        if (x->roformer)
+            roformer_name(tt, sizeof tt);
         uint64_t shape[2] = {1, (uint64_t)c->hidden_size};
         memset(buf, 0, (size_t)c->hidden_size * sizeof *buf);
-        rc = add_tensor(w, TT_NAME, to, 2, shape, buf, e);
+        rc = add_tensor(w, tt, to, 2, shape, buf, e);
+    }
+    if (!rc && x->roformer) {
+        /* transformers would make the same table if it were missing, with a warning that the
+         * weights lack it: it is written, in the precision of the rest. */
+        char sn[64] = SIN_NAME;
+        roformer_name(sn, sizeof sn);
+        uint64_t shape[2] = {(uint64_t)c->max_position, (uint64_t)d};
+        roformer_table(buf, c->max_position, d);
+        rc = add_tensor(w, sn, to, 2, shape, buf, e);
     }
     if (!rc)
         rc = tupe_stw_write(w, path, e);
 out:
     free(buf);
+    free(perm);
     tupe_stw_free(w);
     return rc;
 }
@@ -178,16 +252,21 @@ static const char *dtype_torch(int dt)
     return dt == TUPE_BF16 ? "bfloat16" : dt == TUPE_F16 ? "float16" : "float32";
 }
 
+static const char *export_type(const export_ctx *x)
+{
+    return x->bert ? "bert" : x->roformer ? "roformer" : "tupe";
+}
+
 static json_t *export_config(export_ctx *x)
 {
     const tupe_config *c = x->c;
     int cls = c->num_labels > 0;
     json_t *j = json_object();
     char arch[64];
-    snprintf(arch, sizeof arch, "%sFor%s", x->bert ? "Bert" : "Tupe",
+    snprintf(arch, sizeof arch, "%sFor%s", x->bert ? "Bert" : x->roformer ? "RoFormer" : "Tupe",
              cls ? "SequenceClassification" : "MaskedLM");
     json_object_set_new(j, "architectures", json_pack("[s]", arch));
-    json_object_set_new(j, "model_type", json_string(x->bert ? "bert" : "tupe"));
+    json_object_set_new(j, "model_type", json_string(export_type(x)));
     json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
     json_object_set_new(j, "hidden_size", json_integer(c->hidden_size));
     json_object_set_new(j, "num_hidden_layers", json_integer(c->num_layers));
@@ -199,7 +278,8 @@ static json_t *export_config(export_ctx *x)
     json_object_set_new(j, "classifier_dropout", json_real(c->classifier_dropout));
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_position));
     json_object_set_new(j, "type_vocab_size",
-                        json_integer(x->bert && c->type_vocab_size == 0 ? 1 : c->type_vocab_size));
+                        json_integer((x->bert || x->roformer) && c->type_vocab_size == 0
+                                         ? 1 : c->type_vocab_size));
     json_object_set_new(j, "initializer_range", json_real(c->initializer_range));
     json_object_set_new(j, "layer_norm_eps", json_real(c->layer_norm_eps));
     int32_t pad = x->v->special[TUPE_SP_PAD];
@@ -209,6 +289,9 @@ static json_t *export_config(export_ctx *x)
     json_object_set_new(j, "tupe_version", json_string(tupe_version()));
     if (x->bert) {
         json_object_set_new(j, "position_embedding_type", json_string("absolute"));
+    } else if (x->roformer) {
+        json_object_set_new(j, "embedding_size", json_integer(c->hidden_size));
+        json_object_set_new(j, "rotary_value", json_false());
     } else {
         json_object_set_new(j, "position_embedding_type", json_string(tupe_position_name(c->position)));
         json_object_set_new(j, "untie_cls", json_boolean(c->untie_cls));
@@ -355,11 +438,27 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         return rc;
     x.c = &x.cfg;
     x.bert = x.c->position == TUPE_POS_BERT_A;
-    if (x.c->position >= TUPE_POS_ROPE) {
+    x.roformer = x.c->position == TUPE_POS_ROPE;
+    if (x.roformer && x.c->rope_base != ROFORMER_BASE) {
+        rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: rope_base %g, but RoFormer, the "
+                       "transformers class of a rotary encoder, rotates with base %g only",
+                       ckpt, x.c->rope_base, ROFORMER_BASE);
+        goto out;
+    }
+    if (x.roformer && x.c->num_labels > 0) {
+        rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: a rope model with a classification "
+                       "head: RoFormerForSequenceClassification applies hidden_act (GELU) between "
+                       "its dense layer and the output where tupe's head applies tanh, so no "
+                       "transformers class computes it (a masked-LM checkpoint exports as "
+                       "RoFormerForMaskedLM)", ckpt);
+        goto out;
+    }
+    if (x.c->position > TUPE_POS_ROPE) {
         /* modeling_tupe.py computes the paper's five variants; no other is written as it. */
         rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: a %s model has no Hugging Face form "
-                       "here (BERT-A exports as BertForMaskedLM, the other variants of the TUPE "
-                       "paper as the remote-code model)", ckpt, tupe_position_name(x.c->position));
+                       "here (BERT-A exports as BertForMaskedLM, rope as RoFormerForMaskedLM, the "
+                       "other variants of the TUPE paper as the remote-code model)", ckpt,
+                       tupe_position_name(x.c->position));
         goto out;
     }
     const char *ts = tupe_tset_meta(x.s, "train_state");
@@ -391,13 +490,13 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     cfg = export_config(&x);
     snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_CONFIG));
     if ((rc = write_json(path, cfg, e)) || (rc = export_vocab(&x, tx, e)) ||
-        (!x.bert && (rc = export_code(tx, e))))
+        (!x.bert && !x.roformer && (rc = export_code(tx, e))))
         goto out;
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;
     if (!rc)
         tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: model_type \"%s\" (%s), %zu parameters, %s",
-             dir, x.bert ? "bert" : "tupe", tupe_position_name(x.c->position),
+             dir, export_type(&x), tupe_position_name(x.c->position),
              x.lay.nparams, dtype_torch(o->dtype));
 out:
     tupe_dirtx_abort(tx);
@@ -419,6 +518,8 @@ typedef struct import_ctx {
     tupe_tset *s;
     tupe_config c;
     int tupe;                /* model_type "tupe" */
+    int roformer;            /* model_type "roformer" */
+    const char *mt;          /* the model_type */
     int head_missing;        /* masked-LM head absent: keep the seeded values */
     int legacy_noted;
     int lowercase;           /* tokenizer_config.json's do_lower_case, or -1 */
@@ -469,16 +570,31 @@ static int read_config(import_ctx *x, tupe_err *e)
     tupe_config_default(c);
     const char *mt = get_str(x, "model_type", NULL);
     if (!mt)
-        return cfg_err(x, e, "model_type", "\"bert\" or \"tupe\"");
-    if (strcmp(mt, "bert") != 0 && strcmp(mt, "tupe") != 0)
+        return cfg_err(x, e, "model_type", "\"bert\", \"roformer\" or \"tupe\"");
+    if (strcmp(mt, "bert") != 0 && strcmp(mt, "tupe") != 0 && strcmp(mt, "roformer") != 0)
         return tupe_fail(e, TUPE_EDATA, "%s: model_type \"%s\" is not supported: expected \"bert\" "
-                         "(a BERT) or \"tupe\" (a tupe-convert export)", x->cfgpath, mt);
+                         "(a BERT), \"roformer\" (a RoFormer) or \"tupe\" (a tupe-convert export)",
+                         x->cfgpath, mt);
+    x->mt = mt;
     x->tupe = strcmp(mt, "tupe") == 0;
+    x->roformer = strcmp(mt, "roformer") == 0;
     const char *act = get_str(x, "hidden_act", "gelu");
     if (!act || strcmp(act, "gelu") != 0)
         return cfg_err(x, e, "hidden_act", "\"gelu\" (the exact erf GELU, the only one tupe computes)");
     const char *pet = get_str(x, "position_embedding_type", x->tupe ? NULL : "absolute");
-    if (x->tupe) {
+    if (x->roformer) {
+        /* RoFormerConfig has no position_embedding_type: its rotation is RoPE, interleaved
+         * (pairs 2t, 2t + 1), base 10000, on the queries and keys after their biases. */
+        json_t *rv = json_object_get(x->j, "rotary_value");
+        if (rv && !json_is_boolean(rv))
+            return cfg_err(x, e, "rotary_value", "true or false");
+        if (json_is_true(rv))
+            return cfg_err(x, e, "rotary_value", "false (tupe rotates the queries and keys, "
+                           "not the values)");
+        c->position = TUPE_POS_ROPE;
+        c->rope_layout = TUPE_ROPE_INTERLEAVED;
+        c->rope_base = ROFORMER_BASE;
+    } else if (x->tupe) {
         int p = pet ? tupe_position_parse(pet) : -1;
         if (p < 0)
             return cfg_err(x, e, "position_embedding_type",
@@ -500,7 +616,7 @@ static int read_config(import_ctx *x, tupe_err *e)
         (rc = get_int(x, "num_hidden_layers", 12, &c->num_layers, e)) ||
         (rc = get_int(x, "num_attention_heads", 12, &c->num_heads, e)) ||
         (rc = get_int(x, "intermediate_size", 3072, &c->intermediate_size, e)) ||
-        (rc = get_int(x, "max_position_embeddings", 512, &c->max_position, e)) ||
+        (rc = get_int(x, "max_position_embeddings", x->roformer ? 1536 : 512, &c->max_position, e)) ||
         (rc = get_int(x, "type_vocab_size", x->tupe ? 0 : 2, &c->type_vocab_size, e)) ||
         (rc = get_real(x, "hidden_dropout_prob", 0.1, &c->hidden_dropout, e)) ||
         (rc = get_real(x, "attention_probs_dropout_prob", 0.1, &c->attention_dropout, e)) ||
@@ -508,6 +624,15 @@ static int read_config(import_ctx *x, tupe_err *e)
         (rc = get_real(x, "layer_norm_eps", 1e-12, &c->layer_norm_eps, e)) ||
         (rc = get_real(x, "initializer_range", 0.02, &c->initializer_range, e)))
         return rc;
+    if (x->roformer) {
+        int es;
+        if ((rc = get_int(x, "embedding_size", c->hidden_size, &es, e)))
+            return rc;
+        if (es != c->hidden_size)
+            return tupe_fail(e, TUPE_EDATA, "%s: \"embedding_size\" %d differs from hidden_size "
+                             "%d: the projection between them (embeddings_project) is not part "
+                             "of a tupe model", x->cfgpath, es, c->hidden_size);
+    }
     if (x->tupe) {
         json_t *u = json_object_get(x->j, "untie_cls");
         if (u && !json_is_boolean(u))
@@ -536,7 +661,11 @@ static int normalize_names(import_ctx *x, tupe_err *e)
         char buf[512];
         int bare = strncmp(n, "embeddings.", 11) == 0 || strncmp(n, "encoder.", 8) == 0 ||
                    strncmp(n, "pooler.", 7) == 0;
-        snprintf(buf, sizeof buf, "%s%s", bare ? "bert." : "", n);
+        /* A RoFormer's "roformer." is a BERT's "bert." (RoFormerModel saves them bare). */
+        if (x->roformer && strncmp(n, "roformer.", 9) == 0)
+            snprintf(buf, sizeof buf, "bert.%s", n + 9);
+        else
+            snprintf(buf, sizeof buf, "%s%s", bare ? "bert." : "", n);
         size_t len = strlen(buf);
         int legacy = 0;
         if (len > 16 && strcmp(buf + len - 16, ".LayerNorm.gamma") == 0) {
@@ -560,6 +689,46 @@ static int normalize_names(import_ctx *x, tupe_err *e)
             return rc;
     }
     return 0;
+}
+
+/* RoFormer's frozen table of sines and cosines must be the one tupe's rotation computes
+ * (within the rounding of its dtype); tupe keeps no table, so another could not be honoured. */
+static int check_sinusoid(import_ctx *x, tupe_err *e)
+{
+    long i = tupe_tset_find(x->s, SIN_NAME);
+    if (!x->roformer || i < 0)
+        return 0;
+    int P = x->c.max_position, d = x->c.num_heads > 0 ? x->c.hidden_size / x->c.num_heads : 0;
+    const tupe_st_tensor *t = tupe_tset_tensor(x->s, (size_t)i);
+    uint64_t shape[2] = {(uint64_t)P, (uint64_t)d};
+    if (d <= 0 || t->ndim != 2 || t->shape[0] != shape[0] || t->shape[1] != shape[1]) {
+        char sh[64];
+        return tupe_fail_tensor(e, TUPE_EDATA, tupe_tset_file(x->s, (size_t)i),
+                                tupe_tset_orig(x->s, (size_t)i), "expected %s (max_position_"
+                                "embeddings x head size, from %s)",
+                                tupe_shape_str(sh, sizeof sh, 2, shape), x->cfgpath);
+    }
+    double tol = t->dtype == TUPE_BF16 ? 8e-3 : t->dtype == TUPE_F16 ? 1e-3 : 2e-6;
+    size_t n = (size_t)P * d;
+    float *have = malloc(n * sizeof *have), *want = malloc(n * sizeof *want);
+    int rc = have && want ? 0 : tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (!rc)
+        rc = tupe_tset_read(x->s, SIN_NAME, 2, shape, have, e);
+    if (!rc) {
+        roformer_table(want, P, d);
+        for (size_t k = 0; k < n; k++)
+            if (!(fabs((double)have[k] - want[k]) <= tol)) {
+                rc = tupe_fail_tensor(e, TUPE_EDATA, tupe_tset_file(x->s, (size_t)i),
+                                      tupe_tset_orig(x->s, (size_t)i), "row %zu column %zu is %g, "
+                                      "not %g: not RoFormer's sinusoidal table (base %g), the only "
+                                      "rotation a roformer model computes", k / d, k % d,
+                                      (double)have[k], (double)want[k], ROFORMER_BASE);
+                break;
+            }
+    }
+    free(have);
+    free(want);
+    return rc;
 }
 
 static int hf_fill(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
@@ -704,7 +873,7 @@ static char *import_state(import_ctx *x)
     json_t *o = json_object();
     json_object_set_new(o, "imported_from", json_string("hf"));
     json_object_set_new(o, "source", json_string(x->src));
-    json_object_set_new(o, "model_type", json_string(x->tupe ? "tupe" : "bert"));
+    json_object_set_new(o, "model_type", json_string(x->mt));
     if (x->c.num_labels > 0) {
         json_t *names = label_names(x);
         json_object_set_new(o, "labels", names ? names : json_array());
@@ -780,8 +949,16 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
         goto out;
     }
     if ((rc = read_config(&x, e)) || (rc = open_weights(&x, e)) || (rc = normalize_names(&x, e)) ||
-        (rc = check_sizes(&x, e)) || (rc = read_casing(&x, e)))
+        (rc = check_sizes(&x, e)) || (rc = read_casing(&x, e)) || (rc = check_sinusoid(&x, e)))
         goto out;
+    if (x.roformer && tupe_tset_has_prefix(x.s, "classifier.")) {
+        rc = tupe_fail(e, TUPE_EDATA, "%s: a RoFormer classification head (classifier.*): it "
+                       "applies hidden_act (GELU) between its dense layer and the output, tupe's "
+                       "head tanh, so it has no place in a tupe model; import the encoder "
+                       "(RoFormerModel or RoFormerForMaskedLM) and fine-tune it with tupe-glue",
+                       src);
+        goto out;
+    }
     char expect[PATH_MAX + 16];
     snprintf(expect, sizeof expect, "(from %s)", x.cfgpath);
     tupe_tset_expect_source(x.s, expect);
@@ -831,7 +1008,7 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     long u = tupe_tset_unused(x.s);
     if (u >= 0) {
         rc = tupe_fail_tensor(e, TUPE_EDATA, tupe_tset_file(x.s, (size_t)u), tupe_tset_orig(x.s, (size_t)u),
-                              "no place for it in a %s model (%s, %s)", x.tupe ? "tupe" : "bert",
+                              "no place for it in a %s model (%s, %s)", x.mt,
                               tupe_position_name(x.c.position),
                               x.c.num_labels ? "classification head" : "masked-LM head");
         goto out;

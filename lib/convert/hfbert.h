@@ -24,7 +24,11 @@
  * exports as model_type "tupe" with share/tupe/hf/{configuration,modeling}_tupe.py copied
  * beside config.json and an auto_map naming them: transformers runs it with
  * trust_remote_code=True (AutoModel, AutoModelForMaskedLM,
- * AutoModelForSequenceClassification). Import reads both back; a BERT's legacy LayerNorm.gamma/beta names,
+ * AutoModelForSequenceClassification). A rope model exports as model_type "roformer"
+ * (RoFormerForMaskedLM: the same names under "roformer.", RoFormer's sinusoidal table written;
+ * a half-split model with its query and key rows permuted to RoFormer's interleaved pairs);
+ * a rope base other than 10000, a rope classifier, ALiBi and NoPE are refused. Import reads
+ * all three back (RoFormerForMaskedLM / RoFormerModel as rope, interleaved); a BERT's legacy LayerNorm.gamma/beta names,
  * F16/BF16 tensors, position_ids buffers and token types are handled as transformers does. */
 #ifndef TUPE_HFBERT_H
 #define TUPE_HFBERT_H

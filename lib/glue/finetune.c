@@ -18,6 +18,7 @@
 #include "glue/metrics.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/electra.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
@@ -62,6 +63,20 @@ void tupe_ft_recipe(tupe_ft_opts *o, int recipe, const tupe_glue_task *t)
         o->adam.beta2 = 0.98;
         o->adam.weight_decay = 0.1;
         o->adam.clip = 0;
+    } else if (recipe == TUPE_RECIPE_ELECTRA) {
+        /* google-research/electra's configure_finetuning.py (Small and Base): lr 1e-4,
+         * layer-wise decay 0.8, 3 epochs (10 for RTE and STS-B), 10% warmup, batch 32, 128
+         * tokens, weight decay 0.01 without biases and LayerNorm, and its optimizer: Adam
+         * without bias correction, the warmup times a decay from step 0. */
+        o->batch = 32;
+        o->epochs = t && (strcmp(t->name, "RTE") == 0 || strcmp(t->name, "STS-B") == 0) ? 10 : 3;
+        o->warmup_ratio = 0.1;
+        o->max_len = 128;
+        o->adam.exclude_ln_bias = 1;
+        o->adam.electra = 1;
+        o->layer_decay = 0.8;
+        o->grid[0] = 1e-4;
+        o->ngrid = 1;
     } else {
         /* The TUPE paper (tupe-spec §8): batch 32, 10 epochs (5 for the large tasks), 6% warmup,
          * Adam (0.9, 0.999) eps 1e-6, weight decay 0.01, clip 1.0, dropout 0.1. */
@@ -258,6 +273,12 @@ static int make_model(ftctx *x, tupe_backend *be, int num_labels, int capacity_b
     int rc = tupe_ckpt_config(x->o->checkpoint, &x->cfg, e);
     if (rc)
         return rc;
+    if (tupe_cfg_pair(&x->cfg)) { /* ELECTRA: the discriminator is fine-tuned */
+        tupe_config g, d;
+        tupe_electra_configs(&x->cfg, &g, &d);
+        x->cfg = d;
+        x->cfg.rtd_head = 0;
+    }
     if ((uint32_t)x->cfg.vocab_size != tupe_vocab_size(x->vocab))
         return tupe_fail(e, TUPE_EDATA, "%s: the model has a vocabulary of %d tokens, %s has %u",
                          x->o->checkpoint, x->cfg.vocab_size, x->o->vocab, tupe_vocab_size(x->vocab));
@@ -279,6 +300,31 @@ static int make_model(ftctx *x, tupe_backend *be, int num_labels, int capacity_b
     if (!x->b_ids || !x->b_types || !x->b_len || !x->b_lab || !x->b_tgt || !x->logits)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     return 0;
+}
+
+/* ELECTRA's layer-wise learning rates (its run_finetuning's _get_layer_lrs, faithfully: the
+ * head is at depth L + 2, so the top layer gets decay^2, the original's quirk). */
+static int layer_decay(tupe_model *m, tupe_adamw *opt, double decay, tupe_err *e)
+{
+    if (decay <= 0 || decay == 1)
+        return 0;
+    const tupe_layout *lay = tupe_model_layout(m);
+    int L = tupe_model_config(m)->num_layers;
+    double *s = malloc((lay->count ? lay->count : 1) * sizeof *s);
+    if (!s)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    for (size_t i = 0; i < lay->count; i++) {
+        const char *n = lay->t[i].name;
+        int depth = 0; /* embeddings, their projection and the positional terms */
+        if (strncmp(n, "encoder.layer.", 14) == 0)
+            depth = atoi(n + 14) + 1;
+        else if (strncmp(n, "classifier.", 11) == 0 || strncmp(n, "cls.", 4) == 0)
+            depth = L + 2;
+        s[i] = pow(decay, L + 2 - depth);
+    }
+    int rc = tupe_adamw_set_lr_scale(opt, s, e);
+    free(s);
+    return rc;
 }
 
 static void ft_free(ftctx *x)
@@ -472,7 +518,10 @@ static const char *precision_of(const tupe_backend *be)
 
 static const char *recipe_name(int r)
 {
-    return r == TUPE_RECIPE_BERT ? "bert" : r == TUPE_RECIPE_ROBERTA ? "roberta" : "tupe";
+    return r == TUPE_RECIPE_BERT      ? "bert"
+           : r == TUPE_RECIPE_ROBERTA ? "roberta"
+           : r == TUPE_RECIPE_ELECTRA ? "electra"
+                                      : "tupe";
 }
 
 static char *best_state(const ftctx *x, const tupe_ft_scores *sc, double lr)
@@ -555,7 +604,8 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     if ((rc = tupe_model_init(x.m, o->seed, e)) ||
         (rc = tupe_ckpt_load(o->checkpoint, x.m, NULL, NULL, TUPE_CKPT_HEADS_OPTIONAL, e)) ||
         (rc = tupe_model_init_prefix(x.m, o->seed, "classifier.", e)) ||
-        (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)))
+        (rc = tupe_adamw_create(&opt, x.m, &o->adam, e)) ||
+        (rc = layer_decay(x.m, opt, o->layer_decay, e)))
         goto out;
     if ((rc = tupe_rundir_begin(&rdir, &where, -1, e)))
         goto out;
@@ -563,7 +613,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     int64_t spe = (int64_t)((n + (size_t)o->batch - 1) / (size_t)o->batch);
     int64_t total = spe * o->epochs;
     int64_t warm = (int64_t)llround(o->warmup_ratio * (double)total);
-    tupe_schedule sched = {o->lr, 0, warm, total, 1};
+    tupe_schedule sched = {o->lr, 0, warm, total, 1, o->adam.electra};
     int64_t eval_every = (spe + o->evals_per_epoch - 1) / (o->evals_per_epoch > 0 ? o->evals_per_epoch : 1);
     order = malloc((n ? n : 1) * sizeof *order);
     if (!order) {

@@ -24,7 +24,7 @@
 #include "glue/glue.h"
 #include "model/optim.h"
 
-enum tupe_recipe { TUPE_RECIPE_TUPE = 0, TUPE_RECIPE_BERT, TUPE_RECIPE_ROBERTA };
+enum tupe_recipe { TUPE_RECIPE_TUPE = 0, TUPE_RECIPE_BERT, TUPE_RECIPE_ROBERTA, TUPE_RECIPE_ELECTRA };
 
 #define TUPE_FT_MAX_GRID 8
 /* What the directories tupe-glue writes say in their .tupe-kind (base/outdir.h); a run's is
@@ -50,6 +50,9 @@ typedef struct tupe_ft_opts {
     double warmup_ratio;
     double dropout;            /* hidden, attention and classifier dropout */
     tupe_adamw_cfg adam;
+    double layer_decay;        /* layer-wise learning-rate decay (ELECTRA's): a tensor at depth
+                                  k (0: embeddings and positional terms, l + 1: layer l, L + 2:
+                                  the head) learns at lr x layer_decay^(L + 2 - k); 0 or 1: off */
     uint64_t seed;
     int evals_per_epoch;
     int64_t max_train;         /* use the first N training examples (0: all) */

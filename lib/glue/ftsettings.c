@@ -81,7 +81,10 @@ json_t *tupe_ft_settings(const tupe_ft_opts *o, const tupe_glue_task *t, const c
     json_object_set_new(s, "data_hash", json_string(hex));
     json_object_set_new(s, "recipe", json_string(o->recipe == TUPE_RECIPE_BERT      ? "bert"
                                                  : o->recipe == TUPE_RECIPE_ROBERTA ? "roberta"
+                                                 : o->recipe == TUPE_RECIPE_ELECTRA ? "electra"
                                                                                     : "tupe"));
+    if (o->layer_decay > 0 && o->layer_decay != 1) /* absent otherwise: as earlier records */
+        json_object_set_new(s, "layer_decay", json_real(o->layer_decay));
     json_object_set_new(s, "epochs", json_integer(o->epochs));
     json_object_set_new(s, "batch", json_integer(o->batch));
     json_object_set_new(s, "max_len", json_integer(o->max_len));
@@ -124,14 +127,15 @@ int tupe_ft_settings_compare(const json_t *rec, const json_t *now, const char *w
         {"weight_decay", "--weight-decay", NULL}, {"clip", "--clip", NULL},
         {"adam_eps", "--adam-eps", NULL}, {"beta2", "--beta2", NULL}, {"cased", "--cased", NULL},
         {"max_train", "--max-train", NULL}, {"max_dev", "--max-dev", NULL},
-        {"evals_per_epoch", "--evals-per-epoch", NULL}, {"precision", "--precision", NULL}};
+        {"evals_per_epoch", "--evals-per-epoch", NULL}, {"precision", "--precision", NULL},
+        {"layer_decay", "--layer-decay", NULL}};
     if (!json_is_object(rec))
         return tupe_fail(e, TUPE_EUSAGE, "%s: made without a record of its settings (an older "
                          "tupe-glue): its results cannot be taken as this run's; choose another "
                          "-o, or remove it", where);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const json_t *a = json_object_get(rec, f[i].key), *b = json_object_get(now, f[i].key);
-        if (json_equal((json_t *)a, (json_t *)b))
+        if ((!a && !b) || json_equal((json_t *)a, (json_t *)b)) /* absent from both: as set */
             continue;
         char old[512], cur[512];
         show(json_object_get(rec, f[i].shown ? f[i].shown : f[i].key), old, sizeof old);

@@ -11,6 +11,7 @@
 #include "base/fault.h"
 #include "base/fileio.h"
 #include "formats/safetensors.h"
+#include "model/electra.h"
 
 #define HASH_KEY "tupe.tensor_xxh3"
 
@@ -205,9 +206,12 @@ int tupe_ckpt_config(const char *path, tupe_config *c, tupe_err *e)
     return rc;
 }
 
+/* The pre-training and task heads; with an ELECTRA pair's checkpoint, its generator and the
+ * discriminator's replaced-token head too (fine-tuning takes its discriminator's encoder). */
 static int is_head(const char *name)
 {
-    return strncmp(name, "cls.", 4) == 0 || strncmp(name, "classifier.", 11) == 0;
+    return strncmp(name, "cls.", 4) == 0 || strncmp(name, "classifier.", 11) == 0 ||
+           strncmp(name, "generator", 9) == 0 || strncmp(name, "discriminator_predictions.", 26) == 0;
 }
 
 /* Read the tensors of the layout (names with `prefix`) into a flat host buffer. `flat` holds
@@ -312,6 +316,14 @@ int tupe_ckpt_load(const char *path, tupe_model *m, tupe_adamw *opt, char **trai
     char what[64];
     if ((rc = parse_config(st, &c, e)))
         goto out;
+    if ((flags & TUPE_CKPT_HEADS_OPTIONAL) && tupe_cfg_pair(&c) &&
+        !tupe_cfg_pair(tupe_model_config(m))) {
+        /* an ELECTRA pair into one network: its discriminator's encoder */
+        tupe_config g, d;
+        tupe_electra_configs(&c, &g, &d);
+        d.rtd_head = tupe_model_config(m)->rtd_head;
+        c = d;
+    }
     if (!tupe_config_same_encoder(&c, tupe_model_config(m), what, sizeof what)) {
         rc = tupe_fail(e, TUPE_EDATA, "%s: the checkpoint's %s differs from the model's", file,
                        what);

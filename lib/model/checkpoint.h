@@ -39,7 +39,9 @@ int tupe_ckpt_config(const char *path, tupe_config *c, tupe_err *e);
 enum tupe_ckpt_flags {
     /* Head tensors ("cls." and "classifier.") may be missing from the file (they keep their
      * current values) or present without a place in the model (ignored): for fine-tuning a
-     * pre-trained model with a new head. The encoder must still match exactly. */
+     * pre-trained model with a new head. The encoder must still match exactly. An ELECTRA
+     * pair's checkpoint (model/electra.h) loads its discriminator's encoder: the generator
+     * and the replaced-token head count as heads. */
     TUPE_CKPT_HEADS_OPTIONAL = 1
 };
 

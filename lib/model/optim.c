@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct tupe_adamw {
     tupe_model *m;
@@ -11,6 +12,7 @@ struct tupe_adamw {
     /* The elements it keeps moments for: [r[2i], r[2i+1]) of the flat layout, moments stored
      * one range after the other; one range [0, total) unless sharded. */
     size_t *r, nr, held;
+    double *scale;           /* per tensor of the layout, or NULL (tupe_adamw_set_lr_scale) */
 };
 
 void tupe_adamw_defaults(tupe_adamw_cfg *c)
@@ -21,12 +23,20 @@ void tupe_adamw_defaults(tupe_adamw_cfg *c)
     c->weight_decay = 0.01;
     c->clip = 1.0;
     c->exclude_ln_bias = 0;
+    c->electra = 0;
 }
 
 double tupe_lr_at(const tupe_schedule *s, int64_t t)
 {
     if (t < 1)
         t = 1;
+    if (s->electra) {
+        double u = (double)(t - 1), T = s->total > 0 ? (double)s->total : 1;
+        double decay = u >= T ? s->end
+                              : (s->peak - s->end) * pow(1 - u / T, s->power > 0 ? s->power : 1.0) +
+                                    s->end;
+        return s->warmup > 0 && u < (double)s->warmup ? decay * u / (double)s->warmup : decay;
+    }
     if (s->warmup > 0 && t <= s->warmup)
         return s->peak * (double)t / (double)s->warmup;
     if (t >= s->total)
@@ -100,7 +110,21 @@ void tupe_adamw_free(tupe_adamw *o)
     tupe_backend *be = tupe_model_backend(o->m);
     be->free(be, o->mem);
     free(o->r);
+    free(o->scale);
     free(o);
+}
+
+int tupe_adamw_set_lr_scale(tupe_adamw *o, const double *scale, tupe_err *e)
+{
+    free(o->scale);
+    o->scale = NULL;
+    if (!scale)
+        return 0;
+    size_t n = tupe_model_layout(o->m)->count;
+    if (!(o->scale = malloc(n * sizeof *o->scale)))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    memcpy(o->scale, scale, n * sizeof *o->scale);
+    return 0;
 }
 
 size_t tupe_adamw_held(const tupe_adamw *o) { return o->held; }
@@ -145,20 +169,25 @@ double tupe_grad_norm(tupe_model *m)
 }
 
 /* The update of elements [lo, hi) of the flat buffers, whose moments start at moment
- * element `mo`: runs of tensors with the same decay (the alignment gaps between tensors hold
- * zeros and stay zero). */
-static void update(tupe_adamw *o, tupe_adamw_args *a, size_t lo, size_t hi, size_t mo)
+ * element `mo`: runs of tensors with the same decay and learning rate (the alignment gaps
+ * between tensors hold zeros and stay zero). */
+static void update(tupe_adamw *o, const tupe_adamw_args *base, size_t lo, size_t hi, size_t mo)
 {
     tupe_model *m = o->m;
     tupe_backend *be = tupe_model_backend(m);
     const tupe_layout *lay = tupe_model_layout(m);
     tupe_dev *p = tupe_model_params(m), *g = tupe_model_grads(m), *w = tupe_model_master(m);
+    tupe_adamw_args args = *base, *a = &args;
     size_t i = 0;
     while (i < lay->count) {
         int nd = o->cfg.exclude_ln_bias && lay->t[i].no_decay;
+        double sc = o->scale ? o->scale[i] : 1.0;
         size_t j = i + 1;
-        while (j < lay->count && (o->cfg.exclude_ln_bias && lay->t[j].no_decay) == nd)
+        while (j < lay->count && (o->cfg.exclude_ln_bias && lay->t[j].no_decay) == nd &&
+               (o->scale ? o->scale[j] : 1.0) == sc)
             j++;
+        a->lr = base->lr * sc;
+        a->step_size = base->step_size * sc;
         size_t a0 = lay->t[i].offset, a1 = j < lay->count ? lay->t[j].offset : lay->total;
         a0 = a0 > lo ? a0 : lo;
         a1 = a1 < hi ? a1 : hi;
@@ -181,10 +210,12 @@ static void step_args(tupe_adamw *o, double lr, double grad_norm, tupe_adamw_arg
     a->beta1 = o->cfg.beta1;
     a->beta2 = o->cfg.beta2;
     a->eps = o->cfg.eps;
-    a->step_size = lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
+    a->step_size = o->cfg.electra ? lr
+                                  : lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
     a->gscale = 1.0;
     if (o->cfg.clip > 0 && isfinite(grad_norm))
-        a->gscale = fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
+        a->gscale = o->cfg.electra ? o->cfg.clip / fmax(grad_norm, o->cfg.clip)
+                                   : fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
 }
 
 void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)

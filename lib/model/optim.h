@@ -15,6 +15,10 @@ typedef struct tupe_adamw_cfg {
     double weight_decay;
     double clip;             /* clip the global gradient norm to this; 0 = no clipping */
     int exclude_ln_bias;     /* no decay for biases and LayerNorm parameters */
+    int electra;             /* ELECTRA's AdamWeightDecayOptimizer (google-research/electra
+                                model/optimization.py): no bias correction (the step is lr
+                                m / (sqrt(v) + eps)), and TensorFlow's clipping (scale
+                                clip / max(norm, clip), no 1e-6) */
 } tupe_adamw_cfg;
 
 /* The paper's: betas (0.9, 0.999), eps 1e-6, weight decay 0.01 on everything, clip 1.0. */
@@ -25,10 +29,14 @@ typedef struct tupe_schedule {
     double end;              /* learning rate at step `total` */
     int64_t warmup, total;   /* steps */
     double power;            /* 1 = linear decay */
+    int electra;             /* ELECTRA's: the warmup multiplies a decay that starts at step 0 */
 } tupe_schedule;
 
 /* Learning rate of step t (1-based): peak t/W for t <= W, then
- * (peak - end) ((total - t)/(total - W))^power + end, and `end` after total. */
+ * (peak - end) ((total - t)/(total - W))^power + end, and `end` after total.
+ * electra: with u = t - 1 (the step count before the update, as TensorFlow's global step),
+ * ((peak - end) (1 - u/total)^power + end) min(1, u/W): the first update has learning rate 0
+ * and step W has peak (1 - (W-1)/total), not peak. */
 double tupe_lr_at(const tupe_schedule *s, int64_t t);
 
 typedef struct tupe_adamw tupe_adamw;
@@ -50,6 +58,10 @@ void tupe_adamw_set_steps(tupe_adamw *o, int64_t t);
  * elements kept are written (get) or read (put). */
 void tupe_adamw_moments_get(tupe_adamw *o, float *exp_avg, float *exp_avg_sq);
 void tupe_adamw_moments_put(tupe_adamw *o, const float *exp_avg, const float *exp_avg_sq);
+
+/* Per-tensor learning-rate factors (layer-wise decay, lib/glue): scale[i] multiplies the
+ * learning rate of the layout's tensor i (copied; NULL: 1 for all). */
+int tupe_adamw_set_lr_scale(tupe_adamw *o, const double *scale, tupe_err *e);
 
 /* Euclidean norm of all gradients (not finite when any gradient is not). */
 double tupe_grad_norm(tupe_model *m);

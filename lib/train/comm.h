@@ -113,7 +113,8 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
 /* A step's scalars, summed over the ranks without a host collective where the gradients go
  * through NCCL: every rank gives its ranges [ranges[2i], ranges[2i+1]) of x (n reals; the
  * ranks' ranges apart and covering it, bounds multiples of run) and nvals values that it alone
- * gives (zeros where another rank does; the step's losses). The sums of squares of x's runs
+ * gives (zeros where another rank does; the step's losses) or integers (counts; exact in any
+ * order below 2^53). The sums of squares of x's runs
  * of `run` elements are added by tupe_tree_sum_d's tree (backend/pointwise.h) into *sumsq:
  * the same bits on any number of ranks and paths, on one device kind; vals become their sums
  * over the ranks, exactly. On GPUs (one, or NCCL) the device sums the runs and NCCL adds both

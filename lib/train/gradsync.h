@@ -68,8 +68,8 @@ int tupe_gradsync_buckets(const tupe_gradsync *g);
  * rank: tupe_gradsync_begin, its backward pass (or none, when it has nothing to learn from:
  * its gradient is zero), tupe_gradsync_end. Then tupe_gradsync_finish: the summed gradient
  * (this rank's pieces of it under ZeRO-1) is in tupe_model_grads, *norm its norm, and the nvals
- * values of vals (each given by one rank, zeros on the others: the micro-batches' losses) their
- * sums over the ranks; then the optimizer; then tupe_gradsync_share. */
+ * values of vals (each given by one rank, zeros on the others: the micro-batches' losses; or
+ * integers: the next step's counts) their sums over the ranks; then the optimizer; then tupe_gradsync_share. */
 int tupe_gradsync_order(const tupe_gradsync *g, int i);
 int tupe_gradsync_begin(tupe_gradsync *g, int i, tupe_err *e);
 int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e);

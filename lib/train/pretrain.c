@@ -21,6 +21,7 @@
 #include "train/gradsync.h"
 #include "train/masking.h"
 #include "train/rundir.h"
+#include "train/rtdmetrics.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
@@ -263,6 +264,88 @@ static int bucket_losses(run *r, const tupe_batch *b, int w, double *sums, tupe_
     return rc;
 }
 
+/* The discriminator's scores and labels of the last forward pass's non-padding tokens,
+ * appended to *sc and *lb (n of cap). */
+typedef struct rtd_probe {
+    double *sc;
+    int32_t *lb;
+    size_t n, cap;
+    float *buf;
+} rtd_probe;
+
+static int rtd_collect(run *r, const tupe_batch *b, rtd_probe *p, tupe_err *e)
+{
+    tupe_electra *pair = tupe_model_pair(r->m);
+    size_t N = (size_t)b->B * (size_t)b->T;
+    float *buf = realloc(p->buf, N * sizeof *buf);
+    if (!buf)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    p->buf = buf;
+    int rc = tupe_electra_scores(pair, buf, N, e);
+    if (rc)
+        return rc;
+    const int32_t *lab = tupe_electra_labels(pair);
+    for (int i = 0; i < b->B; i++)
+        for (int t = 0; t < b->lengths[i]; t++) {
+            if (p->n == p->cap) {
+                size_t c = p->cap ? 2 * p->cap : 4096;
+                double *s2 = realloc(p->sc, c * sizeof *s2);
+                if (s2)
+                    p->sc = s2;
+                int32_t *l2 = s2 ? realloc(p->lb, c * sizeof *l2) : NULL;
+                if (!l2)
+                    return tupe_fail(e, TUPE_EFAIL, "out of memory");
+                p->lb = l2;
+                p->cap = c;
+            }
+            p->sc[p->n] = buf[(size_t)i * b->T + t];
+            p->lb[p->n++] = lab[(size_t)i * b->T + t];
+        }
+    return 0;
+}
+
+/* AUC, precision and recall over every rank's tokens: each rank's put at its place (its
+ * slot's offset) in one array that a sum over the ranks fills. */
+static int rtd_finish(run *r, const rtd_probe *p, tupe_eval_result *res, tupe_err *e)
+{
+    int W = r->world;
+    double *cnt = calloc((size_t)W, sizeof *cnt);
+    if (!cnt)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    cnt[r->slot] = (double)p->n;
+    int rc = W > 1 ? tupe_comm_allreduce_f64(r->comm, cnt, (size_t)W, e) : 0;
+    size_t off = 0, total = 0;
+    for (int k = 0; k < W; k++) {
+        off += k < r->slot ? (size_t)cnt[k] : 0;
+        total += (size_t)cnt[k];
+    }
+    free(cnt);
+    if (rc)
+        return rc;
+    double *all = calloc(2 * (total ? total : 1), sizeof *all);
+    int32_t *lb = malloc((total ? total : 1) * sizeof *lb);
+    if (!all || !lb) {
+        free(all), free(lb);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        all[off + i] = p->sc[i];
+        all[total + off + i] = p->lb[i];
+    }
+    if (W > 1 && (rc = tupe_comm_allreduce_f64(r->comm, all, 2 * total, e))) {
+        free(all), free(lb);
+        return rc;
+    }
+    for (size_t i = 0; i < total; i++)
+        lb[i] = all[total + i] != 0;
+    tupe_rtd_metrics m;
+    if (tupe_rtd_metrics_of(all, lb, total, &m))
+        rc = tupe_fail(e, TUPE_EFAIL, "out of memory");
+    res->rtd_auc = m.auc, res->rtd_precision = m.precision, res->rtd_recall = m.recall;
+    free(all), free(lb);
+    return rc;
+}
+
 static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
 {
     int w = r->o->eval_bucket, T = (int)(r->crop ? r->crop : r->seq_len);
@@ -288,6 +371,7 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     int64_t mine = n > s ? (int64_t)((n - s + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
     double sums[7] = {0}; /* loss, correct, masked; ELECTRA: rtd loss, correct, tokens, replaced */
     uint64_t seqs = 0;
+    rtd_probe probe = {NULL, NULL, 0, 0, NULL};
     for (int64_t done = 0; done < mine;) {
         int want = (int)(mine - done < r->mb ? mine - done : r->mb);
         int64_t masked = 0, tokens = 0;
@@ -314,8 +398,10 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             sums[4] += (double)out.rtd_correct;
             sums[5] += (double)out.rtd_count;
             sums[6] += (double)out.rtd_replaced;
-            if (nb && (rc = bucket_losses(r, &b, w, bsums, e))) {
+            if ((nb && (rc = bucket_losses(r, &b, w, bsums, e))) ||
+                (r->electra && (rc = rtd_collect(r, &b, &probe, e)))) {
                 tupe_shardr_close(rd);
+                free(probe.sc), free(probe.lb), free(probe.buf);
                 return rc;
             }
         }
@@ -325,8 +411,12 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     tupe_shardr_close(rd);
     if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 7, e)) ||
         (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)) ||
-        (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))))
+        (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))) ||
+        (r->electra && (rc = rtd_finish(r, &probe, res, e)))) {
+        free(probe.sc), free(probe.lb), free(probe.buf);
         return rc;
+    }
+    free(probe.sc), free(probe.lb), free(probe.buf);
     for (int k = 0; k < nb; k++) {
         res->bucket_masked[k] = (int64_t)bsums[2 * k + 1];
         res->bucket_loss[k] = bsums[2 * k + 1] > 0 ? bsums[2 * k] / bsums[2 * k + 1] : NAN;
@@ -507,12 +597,14 @@ static double r_mfrac(const tupe_pretrain_opts *o) { return o->mask_frac; }
 static double r_rfrac(const tupe_pretrain_opts *o) { return o->random_frac; }
 static double r_obj(const tupe_pretrain_opts *o) { return o->objective; }
 static double r_rtdw(const tupe_pretrain_opts *o) { return o->rtd_weight; }
+static double r_recipe(const tupe_pretrain_opts *o) { return o->adam.electra; }
 
 static const recipe_field recipe[] = {
     {"lr", "--lr", r_lr}, {"end_lr", "--end-lr", r_end_lr}, {"power", "--power", r_power},
     {"warmup", "--warmup", r_warmup}, {"steps", "--steps", r_steps}, {"beta1", "--beta1", r_beta1},
     {"beta2", "--beta2", r_beta2}, {"adam_eps", "--adam-eps", r_eps},
     {"weight_decay", "--weight-decay", r_wd}, {"clip", "--clip", r_clip},
+    {"electra_optimizer", "--recipe", r_recipe},
     {"no_decay_ln_bias", "--no-decay-ln-bias", r_excl}, {"mask_prob", "--mask-prob", r_mask},
     {"mask_frac", "--mask-prob", r_mfrac}, {"random_frac", "--mask-prob", r_rfrac},
     {"objective", "--objective", r_obj}, {"rtd_weight", "--rtd-weight", r_rtdw}};
@@ -536,7 +628,11 @@ static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char
     for (size_t i = 0; json_is_object(saved) && i < sizeof recipe / sizeof recipe[0] && !rc; i++) {
         json_t *v = json_object_get(saved, recipe[i].key);
         double now = recipe[i].get(o);
-        if (json_is_number(v) && json_number_value(v) != now)
+        if (json_is_number(v) && json_number_value(v) != now && recipe[i].get == r_recipe)
+            rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --recipe %s; resume with the same "
+                           "(now %s)", from, json_number_value(v) ? "electra" : "tupe",
+                           now ? "electra" : "tupe");
+        else if (json_is_number(v) && json_number_value(v) != now)
             rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with %s %g; resume with the same (now %g): "
                            "another value would continue it as a different run", from, recipe[i].opt,
                            json_number_value(v), now);
@@ -648,6 +744,10 @@ typedef struct trainer {
     int64_t resume_step;
     int64_t saved_at;            /* the step of the last checkpoint written or resumed, or -1 */
     uint64_t cur_epoch;          /* the epoch the reader is positioned in */
+    /* The step whose sequences are already read and masked in r's rows, read while the step
+     * before ran, and their counts summed over the ranks (masked, tokens); 0: none. */
+    int64_t next_step;
+    uint64_t next_counts[2];
     /* Since the last metrics line (last) and the last progress line of either kind (note):
      * time, tokens, summed loss and steps. */
     double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
@@ -731,7 +831,9 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
     if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
         return rc;
-    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM, sizeof *t->mloss);
+    /* ELECTRA: NSUM columns; and two more: the next step's counts (train_step) */
+    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 2,
+                      sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
@@ -813,7 +915,7 @@ static int agree(trainer *t, tupe_err *e)
                      "--save-every %lld\n--keep %d\n--resume %d\n--stop-after %lld\n"
                      "--max-time %.17g\n--skip-nonfinite %d\n--zero %d\n--bucket-mb %.17g\n"
                      "--grad-reduce %s\n--objective %d\n--generator-size %.17g\n"
-                     "--rtd-weight %.17g\n",
+                     "--rtd-weight %.17g\n--recipe %d\n",
                      o->model ? o->model : "(default)", o->position ? o->position : "(default)",
                      o->untie_cls, o->dropout, o->attention_dropout, o->init ? o->init : "(none)",
                      (long long)o->steps, (long long)o->warmup, o->batch, r->mb, o->lr, o->end_lr,
@@ -823,7 +925,7 @@ static int agree(trainer *t, tupe_err *e)
                      (long long)o->eval_sequences, (long long)o->save_every, o->keep_last,
                      o->resume, (long long)o->stop_after, o->max_time, o->skip_nonfinite, o->zero,
                      o->bucket_mb, o->grad_reduce == TUPE_REDUCE_NCCL ? "nccl" : "tree",
-                     o->objective, o->generator_size, o->rtd_weight);
+                     o->objective, o->generator_size, o->rtd_weight, a->electra);
     for (int k = 0; k < o->n_keep_steps && n > 0 && (size_t)n < sizeof txt; k++)
         n += snprintf(txt + n, sizeof txt - (size_t)n, "--keep-step %lld\n", (long long)o->keep_steps[k]);
     int rc = tupe_comm_agree(r->comm, "the options", txt, e);
@@ -917,6 +1019,10 @@ static void announce(const trainer *t)
         (long long)o->steps, t->resume_from[0] ? "; resuming" : "");
     if (kernels_line(r))
         say(r, TUPE_NOTE_INFO, "matrix products: %s", kernels_line(r));
+    if (o->adam.electra)
+        say(r, TUPE_NOTE_INFO, "--recipe electra: Adam without bias correction, the warmup "
+            "times a decay from step 0 (the first update has learning rate 0), no weight decay "
+            "of biases and LayerNorm, TensorFlow's clipping");
     if (r->world > 1) {
         int N = tupe_comm_nodes(r->comm), L = tupe_comm_node_size(r->comm);
         say(r, TUPE_NOTE_INFO, "ranks meet through %s (%s); %d node%s x %d rank%s; gradients "
@@ -980,10 +1086,9 @@ static int save(trainer *t, tupe_err *e)
     return rc;
 }
 
-/* One optimizer step: this rank's sequences read and masked, forward and backward over its
- * micro-batches, gradients and loss summed over the ranks, the update (or, with
- * --skip-nonfinite, none for a non-finite loss or gradient). *loss and *norm are the step's. */
-static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+/* This rank's sequences of step `step` read and masked into r's rows; counts[0..1] this rank's
+ * masked positions and tokens. */
+static int read_step(trainer *t, int64_t step, uint64_t *counts, tupe_err *e)
 {
     run *r = &t->r;
     const tupe_pretrain_opts *o = r->o;
@@ -1002,9 +1107,31 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     if (got != t->per_rank)
         return tupe_fail(e, TUPE_EDATA, "%s: the epoch ended early (rank %d read %d of %d sequences)",
                          o->data, r->rank, got, t->per_rank);
-    uint64_t counts[2] = {(uint64_t)masked, (uint64_t)tokens};
-    if ((rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e)))
+    counts[0] = (uint64_t)masked;
+    counts[1] = (uint64_t)tokens;
+    return 0;
+}
+
+/* One optimizer step: this rank's sequences read and masked (already, while the step before
+ * ran, but for the first step of a run and after a validation), forward and backward over its
+ * micro-batches, gradients and loss summed over the ranks, the update (or, with
+ * --skip-nonfinite, none for a non-finite loss or gradient). The next step's sequences are read
+ * before this step's sums, while the device still computes, and their counts travel with the
+ * sums (no host collective between steps). *loss and *norm are the step's. */
+static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe_err *e)
+{
+    run *r = &t->r;
+    const tupe_pretrain_opts *o = r->o;
+    int rc;
+    uint64_t counts[2];
+    if (t->next_step == step) {
+        counts[0] = t->next_counts[0];
+        counts[1] = t->next_counts[1];
+    } else if ((rc = read_step(t, step, counts, e)) ||
+               (rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e))) {
         return rc;
+    }
+    t->next_step = 0;
     /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
      * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
@@ -1035,11 +1162,26 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     /* a rank killed here, mid-step, while the others wait for its gradient (the tests of
      * dead ranks) */
     tupe_fault_point("trainer.step");
+    /* the next step's sequences (the rows are free: the micro-batches were packed), their
+     * counts after the losses: integers, summed exactly as doubles */
+    int ahead = step < o->steps;
+    size_t nv = (size_t)n * (r->electra ? NSUM : 1);
+    if (ahead) {
+        uint64_t nc[2];
+        if ((rc = read_step(t, step + 1, nc, e)))
+            return rc;
+        t->mloss[nv] = (double)nc[0];
+        t->mloss[nv + 1] = (double)nc[1];
+    }
     /* the micro-batches' losses (ELECTRA: NSUM columns of them): each from one rank, summed
      * over the ranks with the norm, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, (size_t)n * (r->electra ? NSUM : 1), norm,
-                                   e)))
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, nv + 2 * (size_t)ahead, norm, e)))
         return rc;
+    if (ahead) {
+        t->next_step = step + 1;
+        t->next_counts[0] = (uint64_t)t->mloss[nv];
+        t->next_counts[1] = (uint64_t)t->mloss[nv + 1];
+    }
     double loss_sum = tupe_tree_sum_d(t->mloss, n);
     *loss = counts[0] ? loss_sum / (double)counts[0] : 0;
     if (r->electra) {
@@ -1140,6 +1282,10 @@ static void report_step(trainer *t, int64_t step, double loss, double norm)
 /* The validation of step `step`, reported as a progress line and a metrics line. */
 static int validate(trainer *t, int64_t step, tupe_err *e)
 {
+    /* the validation reads into the rows of the next step's sequences: they are read again,
+     * from where that step begins */
+    t->next_step = 0;
+    t->cur_epoch = UINT64_MAX;
     tupe_eval_result ev;
     int rc = evaluate(&t->r, t->r.o->eval_sequences, &ev, e);
     if (rc || ev.masked == 0)
@@ -1155,9 +1301,17 @@ static int validate(trainer *t, int64_t step, tupe_err *e)
         say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation discriminator loss %.4f  accuracy "
             "%.2f%%  (%.2f%% of %lld tokens replaced)", (long long)step, ev.rtd_loss,
             100 * ev.rtd_acc, 100 * ev.replaced, (long long)ev.tokens);
+        say(&t->r, TUPE_NOTE_STATUS, "step %lld  validation discriminator AUC %.4f  precision "
+            "%.4f  recall %.4f (of \"replaced\")", (long long)step, ev.rtd_auc,
+            ev.rtd_precision, ev.rtd_recall);
+        char auc[48] = ""; /* none with one class only */
+        if (!isnan(ev.rtd_auc))
+            snprintf(auc, sizeof auc, ",\"val_disc_auc\":%.6f", ev.rtd_auc);
         tupe_rundir_metric(t->dir, "{\"step\":%lld,\"val_disc_loss\":%.6f,\"val_disc_acc\":%.6f,"
-                           "\"val_replaced\":%.6f,\"val_tokens\":%lld}", (long long)step,
-                           ev.rtd_loss, ev.rtd_acc, ev.replaced, (long long)ev.tokens);
+                           "\"val_replaced\":%.6f,\"val_tokens\":%lld%s,\"val_disc_precision\":%.6f,"
+                           "\"val_disc_recall\":%.6f}", (long long)step, ev.rtd_loss, ev.rtd_acc,
+                           ev.replaced, (long long)ev.tokens, auc, ev.rtd_precision,
+                           ev.rtd_recall);
     }
     return 0;
 }
@@ -1185,6 +1339,7 @@ static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
     t->tok_last = t->tok_note = t->st.tokens;
     t->saved_at = t->resume_from[0] ? t->st.step : -1;
     t->cur_epoch = UINT64_MAX;
+    t->next_step = 0;
     int rc = 0;
     for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
         double loss = 0, norm = 0;
@@ -1231,7 +1386,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     t->r.slot = tupe_comm_slot(comm);
     t->r.world = tupe_comm_world(comm);
     t->res = res;
-    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power};
+    tupe_schedule sched = {o->lr, o->end_lr, o->warmup, o->steps, o->power, o->adam.electra};
     t->sched = sched;
     int rc;
     if (!(rc = check_options(t, e)) && !(rc = find_run(t, e)) && !(rc = open_data(t, e)) &&

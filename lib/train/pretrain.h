@@ -121,6 +121,8 @@ typedef struct tupe_eval_result {
     double rtd_loss, rtd_acc;    /* the discriminator's mean binary cross-entropy and accuracy
                                     over every non-padding token, with fixed sampling noise */
     double replaced;             /* fraction of those tokens replaced by the generator */
+    double rtd_auc, rtd_precision, rtd_recall; /* of "replaced" over those tokens (NaN AUC with
+                                    one class only): train/rtdmetrics.h */
     int64_t tokens;
 } tupe_eval_result;
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,

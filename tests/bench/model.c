@@ -422,7 +422,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < M; i++)
         lab[i] = 7 + (int32_t)tupe_rng_below(&r, (uint32_t)(V - 7));
     tupe_batch b = {B, T, ids, len, NULL, M, pos, lab, NULL, NULL, 0, 0, .rtd_label = NULL};
-    tupe_schedule sch = {1e-4, 0, 10000, 1000000, 1};
+    tupe_schedule sch = {1e-4, 0, 10000, 1000000, 1, 0};
     double *times = malloc(sizeof(double) * (size_t)(steps > 0 ? steps : 1) * 2);
     double *cpus = times + (steps > 0 ? steps : 1);
     double cpu0 = 0;

@@ -95,6 +95,23 @@ run $P attn $F/tupe-r --vocab $F/vocab.txt --text "w5 zzz w6" --layers 1 --heads
 check "attn --layers --heads -o FILE.svg; unknown words are [UNK]" eval '[ $rc = 0 ] && [ -s $T/a1.svg ] &&
     [ "$(tr "\n" " " <$T/a1/tokens.txt)" = "[CLS] w5 [UNK] w6 [SEP] " ] && head -c 128 $T/a1/attn.npy | grep -q "(1, 1, 5, 5)"'
 
+# attn's locality and symmetry measures (their arithmetic: tests/unit/test_attnstats.c), on a
+# RoPE model, whose positional part pos cannot draw.
+RO=$TUPE_SRC/tests/fixtures/roformer/rope
+V60=$TUPE_SRC/tests/fixtures/convert/vocab.txt
+run $P attn $RO --vocab $V60 --text "w5 w6 w7 w8 w9 w10" --measures $T/meas.json --npy $T/ma -o $T/fma
+check "attn --measures on rope: JSON per layer and head, the same in measures.json, a note per layer" eval '[ $rc = 0 ] &&
+    cmp -s $T/meas.json $T/ma/measures.json && has $T/meas.json "\"position\": \"rope\"" &&
+    has $T/meas.json "\"tokens\": 8" && has $T/meas.json "\"uniform_distance\": 2.625" &&
+    [ $(grep -c "\"head\":" $T/meas.json) = 4 ] && has $T/err "layer 1: mean distance" && has $T/err "symmetry"'
+run $P attn $RO --vocab $V60 --text "w5 w6 w7 w8 w9 w10" --measures - --window 7 -q -o $T/fmb
+check "--measures - --window 7 (all 8 tokens): every map's local share is 1, distances within [0, 7]" eval '[ $rc = 0 ] &&
+    grep -o "\"local\": [-0-9.e]*" $T/out | awk "{ n++; if (\$2 < 0.999999 || \$2 > 1.000001) bad = 1 } END { exit bad || n != 6 }" &&
+    grep -o "\"distance\": [-0-9.e]*" $T/out | awk "{ if (\$2 < 0 || \$2 > 7) bad = 1 } END { exit bad }" &&
+    [ ! -s $T/err ]'
+run $P attn $RO --vocab $V60 --text "w5" --measures - --term
+check "--measures - with --term: usage error" eval '[ $rc = 2 ] && has $T/err "would both write to standard output"'
+
 # Errors.
 run $P pos $F/bert-a
 check "pos on BERT-A: usage error pointing to decomp" eval '[ $rc = 2 ] && has $T/err "no content-free positional term" && has $T/err "decomp"'

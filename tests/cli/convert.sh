@@ -188,6 +188,75 @@ run $C npy $F/bert-a -t nope -o $T/nope.npy
 [ $rc = 65 ] && has $T/err "tensor 'nope': not in this file" && [ ! -e $T/nope.npy ]
 verdict "npy of a tensor that is not there: exit 65, named"
 
+# ---- RoFormer (tests/reference/make_roformer_fixtures.py) ----------------------------------------
+R=$TUPE_SRC/tests/fixtures/roformer
+run $C import --from hf $R/hf-roformer -o $T/ro -v
+[ $rc = 0 ] && has $T/err "rope, 20316 parameters" && $C info $T/ro >$T/info 2>&1 &&
+    has $T/info '"rope_layout":"interleaved"' && has $T/info '"type_vocab_size":2'
+verdict "import a RoFormerForMaskedLM saved by transformers: rope, interleaved, token types"
+run $MT logits -c $T/ro --input $F/input.safetensors --expect $R/hf-roformer.logits.safetensors --tol 1e-5
+[ $rc = 0 ]
+verdict "its logits equal transformers' RoFormerForMaskedLM ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+run $MT logits -c $T/ro --input $R/input-types.safetensors --expect $R/hf-roformer-types.logits.safetensors --tol 1e-5
+[ $rc = 0 ]
+verdict "... with token types too"
+run $C import --from hf $R/hf-roformer-bare -o $T/robare --seed 3 -v
+[ $rc = 0 ] && has $T/err "no masked-LM head (cls.predictions.*): initialized from seed 3" &&
+    $C npy $T/ro -t encoder.layer.1.attention.self.key.weight -o $T/ra.npy &&
+    $C npy $T/robare -t encoder.layer.1.attention.self.key.weight -o $T/rb.npy && cmp -s $T/ra.npy $T/rb.npy
+verdict "a bare RoFormerModel: names without roformer., its encoder, the head from the seed"
+run $C export --to hf $T/ro -o $T/ro-hf --vocab $F/vocab.txt
+[ $rc = 0 ] && has $T/ro-hf/config.json '"RoFormerForMaskedLM"' && has $T/ro-hf/config.json '"rotary_value": false'
+verdict "and back: RoFormerForMaskedLM"
+run $C import --from hf $T/ro-hf -o $T/ro2
+run $MT diff $T/ro $T/ro2
+[ $rc = 0 ]
+verdict "RoFormer round trip is bit-identical"
+run $C import --from hf $R/hf-roformer-cls -o $T/rocls
+[ $rc = 65 ] && has $T/err "hf-roformer-cls: a RoFormer classification head (classifier.*)" && [ ! -e $T/rocls ]
+verdict "RoFormerForSequenceClassification: refused (GELU in its head, tanh in tupe's), saying what to do"
+run $C import --from hf $R/bad/sinusoid -o $T/rosin
+[ $rc = 65 ] && has $T/err "'roformer.encoder.embed_positions.weight': row 3 column 1" && [ ! -e $T/rosin ]
+verdict "a sinusoidal table that is not RoFormer's: refused, naming the place"
+cp -r $R/hf-roformer $T/rov && sed -i 's/"rotary_value": false/"rotary_value": true/' $T/rov/config.json
+run $C import --from hf $T/rov -o $T/rov-ck
+[ $rc = 65 ] && has $T/err '"rotary_value" must be false'
+verdict "rotary_value true: refused, naming the field"
+cp -r $R/hf-roformer $T/roe && sed -i 's/"embedding_size": 32/"embedding_size": 16/' $T/roe/config.json
+run $C import --from hf $T/roe -o $T/roe-ck
+[ $rc = 65 ] && has $T/err '"embedding_size" 16 differs from hidden_size 32'
+verdict "embedding_size other than hidden_size: refused, naming the field"
+for case in rope rope-half; do
+    in=$F/input.safetensors; [ $case = rope ] && in=$R/input-types.safetensors
+    run $C export --to hf $R/$case -o $T/$case-hf --vocab $F/vocab.txt
+    [ $rc = 0 ] && (cd $T/$case-hf && for f in *; do
+        if [ $f = config.json ]; then grep -v '"tupe_version"' $f | sha256sum | sed "s/ .*/  $f/"
+        else sha256sum $f; fi; done) | diff - $R/$case.files >$T/out
+    verdict "$case: the export is the RoFormerForMaskedLM transformers read"
+    run $MT logits -c $R/$case --input $in --expect $R/$case.logits.safetensors --tol 1e-4
+    [ $rc = 0 ]
+    verdict "$case: tupe's logits are transformers' RoFormerForMaskedLM's on its export ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+done
+sed 's/"position": "bert-a"/"position": "rope", "rope_layout": "half"/' $F/tiny.json >$T/ropehalf.json
+$MT init --model $T/ropehalf.json --vocab-size 60 --seed 4 -o $T/ropehalf >/dev/null 2>&1
+$MT logits -c $T/ropehalf --input $F/input.safetensors -o $T/ropehalf.logits >/dev/null 2>&1
+run $C export --to hf $T/ropehalf -o $T/ropehalf-hf --vocab $F/vocab.txt
+[ $rc = 0 ] && run $C import --from hf $T/ropehalf-hf -o $T/ropehalf-back && $C info $T/ropehalf-back >$T/info 2>&1 &&
+    has $T/info '"rope_layout":"interleaved"' &&
+    run $MT logits -c $T/ropehalf-back --input $F/input.safetensors --expect $T/ropehalf.logits --tol 1e-5
+[ $rc = 0 ]
+verdict "the half-split layout exports as RoFormer's interleaved one (rows permuted), the same function"
+sed 's/"position": "bert-a"/"position": "rope", "rope_base": 100/' $F/tiny.json >$T/rope100.json
+$MT init --model $T/rope100.json --vocab-size 60 -o $T/rope100 >/dev/null 2>&1
+run $C export --to hf $T/rope100 -o $T/rope100-hf --vocab $F/vocab.txt
+[ $rc = 2 ] && has $T/err "rope_base 100, but RoFormer" && [ ! -e $T/rope100-hf ]
+verdict "export of a rope model with another base: refused"
+sed 's/"position": "bert-a"/"position": "rope"/' $F/tiny.json >$T/ropecls.json
+$MT init --model $T/ropecls.json --vocab-size 60 --labels 2 -o $T/ropecls >/dev/null 2>&1
+run $C export --to hf $T/ropecls -o $T/ropecls-hf --vocab $F/vocab.txt
+[ $rc = 2 ] && has $T/err "RoFormerForSequenceClassification applies hidden_act" && [ ! -e $T/ropecls-hf ]
+verdict "export of a rope classifier: refused, saying why"
+
 # ---- malformed inputs: refused with the place and what was expected -------------------------------
 bad() { # bad NAME EXPECTED-RC TEXT [import arguments...]
     local name=$1 want=$2 text=$3; shift 3

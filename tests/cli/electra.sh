@@ -54,12 +54,20 @@ else
 fi
 
 run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json
-[ $rc = 0 ] && has $T/out '"val_disc_acc":' && has $T/out '"val_replaced":'
-verdict "eval reports the discriminator's loss, accuracy and replaced fraction"
+[ $rc = 0 ] && has $T/out '"val_disc_acc":' && has $T/out '"val_replaced":' && has $T/out '"val_disc_auc":0.' &&
+    has $T/out '"val_disc_precision":' && has $T/out '"val_disc_recall":' && grep -q '"val_disc_auc":' $T/a/metrics.jsonl
+verdict "eval reports the discriminator's loss, accuracy, replaced fraction, AUC, precision and recall"
 cp $T/out $T/eval1
 run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --micro-batch 3
 [ $rc = 0 ] && [ "$(sed 's/"checkpoint":[^,]*,//' $T/out)" = "$(sed 's/"checkpoint":[^,]*,//' $T/eval1)" ]
 verdict "the evaluation's masks and noise do not depend on the batching"
+if have_mpi; then
+    mpi_run -np 2 $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json
+    [ $rc = 0 ] && [ "$(sed 's/"checkpoint":[^,]*,//' $T/out)" = "$(sed 's/"checkpoint":[^,]*,//' $T/eval1)" ]
+    verdict "two ranks evaluate as one process (the AUC over both ranks' tokens)"
+else
+    skip "two ranks evaluate as one process (the AUC over both ranks' tokens)" "$NO_MPI"
+fi
 # issue 30's encodings in both networks: each trains, and evaluates past the trained length
 tupe-shard write -q -o $T/long --seq-len 64 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.3 --shards 1 $T/ids.tok
 ok=1
@@ -71,4 +79,24 @@ for v in rope alibi nope; do
 done
 [ $ok = 1 ]
 verdict "ELECTRA with rope, alibi and nope in both networks trains and evaluates at twice its length"
+# --recipe electra: ELECTRA's optimizer (the first update at learning rate 0), kept by a resume
+run $P train "${common[@]}" --recipe electra -o $T/rec --steps 4 --stop-after 2
+[ $rc = 0 ] && has $T/err "--recipe electra: Adam without bias correction" &&
+    grep '"step":1,' $T/rec/metrics.jsonl | grep -q '"lr":0,' && grep '"step":2,' $T/rec/metrics.jsonl | grep -q '"lr":0.0009375,'
+verdict "--recipe electra: the warmup times a decay from step 0 (lr 0 at step 1, 5e-3 x 3/4 x 1/4 at step 2)"
+run $P train "${common[@]}" -o $T/rec --steps 4 --resume
+[ $rc = 2 ] && has $T/err "was trained with --recipe electra; resume with the same (now tupe)"
+verdict "a resume keeps the run's --recipe"
+
+# tupe-glue fine-tunes the discriminator of a pair (ELECTRA's recipe: layer-wise decay 0.8)
+sample_glue $T/glue
+S=$TUPE_SRC/share/tupe/sample/corpus.txt.zst
+tupe-tokenize train -q --vocab-size 1000 -o $T/vocab.txt $S
+tupe-tokenize encode -q --docs line --vocab $T/vocab.txt $S | tupe-shard write -q -o $T/gshards --seq-len 32 --valid-fraction 0.02 --shards 1
+run $P train --data $T/gshards --model $T/m.json --batch 8 --steps 2 --warmup 1 --lr 5e-3 --save-every 0 --eval-every 0 --threads 1 --objective electra --generator-size 0.5 --recipe electra -o $T/gpre
+run $TUPE_BIN/tupe-glue train --task RTE --data $T/glue --checkpoint $T/gpre/checkpoints/step-00000002 --vocab $T/vocab.txt -o $T/gft --recipe electra --max-len 32 --max-train 32 --max-dev 8 --epochs 1 --threads 1
+[ $rc = 0 ] && has $T/gft/results.json '"recipe": "electra"' && has $T/gft/results.json '"layer_decay": 0.8' &&
+    lacks $T/gft/best/model.safetensors generator && has $T/gft/best/model.safetensors 'embedding_size' &&
+    has $T/gft/best/model.safetensors embeddings_project
+verdict "tupe-glue --recipe electra fine-tunes a pair's discriminator (its encoder, not the generator)"
 exit $_failed

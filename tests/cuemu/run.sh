@@ -18,6 +18,10 @@
 #   step-t512-DEV       the same of tiny, batch 2, T = 512
 #   step-pe-DEV         a training step of the later encodings (rope interleaved and half-split,
 #                       alibi, nope) of small, batch 4, T = 77
+#   step-electra-DEV    a training step of ELECTRA pairs (tupe-r, bert-a, rope; generator 1/4)
+#                       of small, batch 4, T = 77: both losses, the generator's logits, its
+#                       draws and the labels (the same on both backends), the discriminator's
+#                       scores, every gradient of both networks
 #   curve-DEV           10 AdamW steps of tiny from the same seed: the loss curves
 #   counters            what the emulated GPU counts in a training step of small (cuda-bf16,
 #                       T = 128, batch 4, BERT-A and TUPE-R): launches (per layer too), host
@@ -26,6 +30,8 @@
 #                       and 512); and tupe-parity bench --per-op runs (its times mean nothing)
 #   pretrain            tupe-pretrain train --device cuda (fp32, bf16) against --device cpu:
 #                       the loss of every step and the final validation loss (tiny, 10 steps)
+#   pretrain-electra    the same with --objective electra --recipe electra: every loss of both
+#                       networks at every step, and the validation's
 #   glue                tupe-glue train (RTE) --device cuda (fp32, bf16) against --device cpu:
 #                       training losses and dev accuracy at every evaluation (2, 4 steps)
 #   nccl                cuemu's NCCL (cuemu-nccltest), 2 to 4 processes, its topology and counts
@@ -131,11 +137,13 @@ reldiff() { # KEY FILE FILE
              END { if (n == 0) { print "none"; exit 1 } printf "%.3g\n", w }'
 }
 
-part_pretrain() {
-    local d=$logs/pretrain b=$CB/bin rc=0 p w
+part_pretrain() { # [NAME OPTION...]: the run's options added to every side
+    local name=${1:-pretrain}
+    [ $# -gt 0 ] && shift
+    local d=$logs/$name b=$CB/bin rc=0 p w
     prepare "$d" || return 1
     local common=(-q --data "$d/shards" --model tiny --steps 10 --warmup 2 --batch 4 --lr 1e-3
-                  --save-every 0 --eval-every 0 --eval-sequences 8 --log-every 1 --threads 1)
+                  --save-every 0 --eval-every 0 --eval-sequences 8 --log-every 1 --threads 1 "$@")
     "$b/tupe-pretrain" train "${common[@]}" -o "$d/cpu" --device cpu || return 1
     for p in fp32 bf16; do
         "$b/tupe-pretrain" train "${common[@]}" -o "$d/$p" --device cuda --precision $p || return 1
@@ -518,12 +526,14 @@ for dev in cuda cuda-bf16; do
         "step-small-$dev|6 variants, small, B=4, T=77|steps \$X $dev small 4 77"
         "step-t512-$dev|6 variants, tiny, B=2, T=512|steps \$X $dev tiny 2 512"
         "step-pe-$dev|rope, rope half, alibi, nope, small, B=4, T=77|steps \$X $dev small 4 77 rope 'rope --rope-half' alibi nope"
+        "step-electra-$dev|ELECTRA pairs (generator 1/4) of tupe-r, bert-a, rope, small, B=4, T=77|steps \$X $dev small 4 77 'tupe-r --electra 0.25' 'bert-a --electra 0.25' 'rope --electra 0.25'"
         "curve-$dev|10 steps of tiny|\$X curve --ref cpu --dev $dev --model tiny --steps 10 --batch 4 --seq 64"
     )
 done
 PARTS+=(
     "counters|the emulated GPU's counters of a training step|part_counters"
     "pretrain|tupe-pretrain cuda vs cpu|part_pretrain"
+    "pretrain-electra|tupe-pretrain --objective electra --recipe electra cuda vs cpu|part_pretrain pretrain-electra --objective electra --generator-size 0.5 --recipe electra"
     "nccl|cuemu's NCCL, 2 to 4 processes|$CB/tests/cuemu-nccltest"
     "ranks|2 and 4 ranks (rendezvous, mpirun) vs one GPU vs the CPU|part_ranks"
     "ranks-faults|a rank killed mid-step, --resume; a rank on the CPU; a rank stopped|part_ranks_faults"

@@ -26,8 +26,12 @@ non-padding tokens (transformers' means: no +1e-6 in the denominators).
 Tensors: input.ids / lengths / mask_pos / mask_label, param.<tupe name> (BF16), out.gen_logits
 [M, V], out.samples [M], out.labels [B, T], out.disc_logits [B, T] (0 at padding), out.mlm_loss,
 out.rtd_loss, out.loss, grad.<tupe name>, adam.loss [5] and adam.param.<name> after 5 steps of
-tupe's AdamW (tupe_ref.AdamW) with the same noise every step. Metadata: config (tupe's JSON),
-noise, adam, versions.
+tupe's AdamW (tupe_ref.AdamW) with the same noise every step; electra_adam.loss [5] and
+electra_adam.param.<name> the same from the same start with ELECTRA's optimizer and schedule
+(ElectraAdam below, restated from google-research/electra model/optimization.py: no bias
+correction, TensorFlow's clip_by_global_norm, the warmup multiplying a polynomial decay that
+starts at step 0, no decay of names matching LayerNorm, layer_norm or bias): what
+`tupe-pretrain --recipe electra` runs. Metadata: config (tupe's JSON), noise, adam, versions.
 
 Run: python3 tests/reference/make_electra_fixtures.py [--check]
 """
@@ -62,6 +66,46 @@ ADAM_PARAMS = ["embeddings.word_embeddings.weight", "embeddings.LayerNorm.bias",
                "generator.encoder.layer.0.attention.self.query.weight",
                "encoder.layer.1.output.dense.weight", "discriminator_predictions.dense_prediction.weight",
                "generator_lm_head.bias"]
+
+
+class ElectraAdam:
+    """google-research/electra's create_optimizer + AdamWeightDecayOptimizer, restated: at the
+    global step g (0 before the first update) lr = ((peak - end)(1 - min(g, T)/T)^power + end)
+    * min(1, g / W); gradients scaled by clip / max(norm, clip); m, v without bias correction;
+    p -= lr (m / (sqrt(v) + eps) + wd p), wd only for names without LayerNorm/layer_norm/bias."""
+
+    def __init__(self, named_params, peak, warmup, total, power=1.0, end=0.0, betas=(0.9, 0.999),
+                 eps=1e-6, weight_decay=0.01, clip=1.0):
+        self.params = list(named_params.items())
+        self.peak, self.warmup, self.total, self.power, self.end = peak, warmup, total, power, end
+        self.b1, self.b2, self.eps, self.wd, self.clip = betas[0], betas[1], eps, weight_decay, clip
+        self.decay = {n: not any(x in n for x in ("LayerNorm", "layer_norm", "bias"))
+                      for n, _ in self.params}
+        self.m = {n: torch.zeros_like(p) for n, p in self.params}
+        self.v = {n: torch.zeros_like(p) for n, p in self.params}
+        self.g = 0
+
+    def lr(self):
+        g = min(self.g, self.total)
+        lr = (self.peak - self.end) * (1 - g / self.total) ** self.power + self.end
+        return lr * min(1.0, self.g / self.warmup) if self.warmup else lr
+
+    @torch.no_grad()
+    def step(self):
+        lr = self.lr()
+        grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in self.params}
+        norm = torch.sqrt(sum((g * g).sum() for g in grads.values()))
+        scale = self.clip / torch.maximum(norm, torch.tensor(self.clip, dtype=norm.dtype))
+        for n, p in self.params:
+            g = grads[n] * scale
+            self.m[n].mul_(self.b1).add_(g, alpha=1 - self.b1)
+            self.v[n].mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+            u = self.m[n] / (self.v[n].sqrt() + self.eps)
+            if self.decay[n]:
+                u = u + self.wd * p
+            p.sub_(lr * u)
+        self.g += 1
+        return lr
 
 
 # ---- tupe's Philox (lib/base/philox.h), vectorized over the blocks --------------------------
@@ -256,22 +300,31 @@ def make_case():
         def named_parameters(self, *a, **k):
             return iter(self.d.items())
 
-    opt = R.AdamW(Flat(named(pair)), lr=ADAM["lr"], betas=ADAM["betas"], eps=ADAM["eps"],
+    def steps(opt, prefix):        # 5 updates from the start: their losses, then the tensors
+        losses = []
+        for _ in range(STEPS):
+            pair.zero_grad(set_to_none=True)
+            o = step(pair, ids, orig)
+            assert o["margin"] > 1e-3, f"a sample is nearly tied (margin {o['margin']})"
+            o["loss"].backward()
+            losses.append(float(o["loss"].detach()))
+            opt.step()
+        t[prefix + ".loss"] = torch.tensor(losses, dtype=torch.float32)
+        sd = named(pair)
+        for k in ADAM_PARAMS:
+            t[prefix + ".param." + k] = sd[k].detach().float().contiguous()
+        info[prefix + "_losses"] = losses
+
+    steps(R.AdamW(Flat(named(pair)), lr=ADAM["lr"], betas=ADAM["betas"], eps=ADAM["eps"],
                   weight_decay=ADAM["weight_decay"], clip=ADAM["clip"], warmup=ADAM["warmup"],
-                  total=ADAM["total"], exclude_ln_bias=ADAM["exclude_ln_bias"])
-    losses = []
-    for _ in range(STEPS):
-        pair.zero_grad(set_to_none=True)
-        o = step(pair, ids, orig)
-        assert o["margin"] > 1e-3, f"a sample is nearly tied (margin {o['margin']})"
-        o["loss"].backward()
-        losses.append(float(o["loss"].detach()))
-        opt.step()
-    t["adam.loss"] = torch.tensor(losses, dtype=torch.float32)
-    sd = named(pair)
-    for k in ADAM_PARAMS:
-        t["adam.param." + k] = sd[k].detach().float().contiguous()
-    info["adam_losses"] = losses
+                  total=ADAM["total"], exclude_ln_bias=ADAM["exclude_ln_bias"]), "adam")
+    # the same 5 steps from the same start with ELECTRA's optimizer (tupe-pretrain --recipe
+    # electra); the first update has learning rate 0
+    load()
+    pair.zero_grad(set_to_none=True)
+    steps(ElectraAdam(named(pair), ADAM["lr"], ADAM["warmup"], ADAM["total"], betas=ADAM["betas"],
+                      eps=ADAM["eps"], weight_decay=ADAM["weight_decay"], clip=ADAM["clip"]),
+          "electra_adam")
     meta = {"config": json.dumps(tupe_config()), "noise": json.dumps(NOISE),
             "adam": json.dumps(ADAM), "case": "bert-a", "versions": json.dumps(versions())}
     return t, meta, info

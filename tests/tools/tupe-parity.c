@@ -11,7 +11,11 @@
  *                     act, ln, embed, attn, pos, heads, adamw; and limits, only when named:
  *                     shapes at the CUDA backend's launch limits)
  *   tupe-parity step  --ref cpu --dev cuda --model tiny --position tupe-r [--tie-cls]
- *                     one training step: loss, logits, gradient norm, every parameter gradient
+ *                     [--electra F]
+ *                     one training step: loss, logits, gradient norm, every parameter gradient;
+ *                     with --electra, of an ELECTRA pair whose generator is F of the model's
+ *                     width: also the generator's samples and the discriminator's labels (the
+ *                     same draws on both backends) and its scores
  *   tupe-parity curve --ref cpu --dev cuda --model small --steps 50
  *                     the loss curves of AdamW training from the same seed
  *   tupe-parity bench --dev cuda --model bert-base --position bert-a --batch 64 --seq 128
@@ -44,6 +48,7 @@
 #include "backend/backend_cuda.h"
 #endif
 #include "model/config.h"
+#include "model/electra.h"
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/optim.h"
@@ -833,6 +838,7 @@ static void free_batch(mbatch *b)
 }
 
 static int ROPE_HALF; /* --rope-half: RoPE's half-split layout instead of the interleaved */
+static double ELECTRA; /* --electra F: an ELECTRA pair, the generator F of the model's width */
 
 static int load_cfg(tupe_config *c, const char *model, const char *position, int tie_cls, int V)
 {
@@ -853,6 +859,7 @@ static int load_cfg(tupe_config *c, const char *model, const char *position, int
         c->untie_cls = 0;
     if (ROPE_HALF)
         c->rope_layout = TUPE_ROPE_HALF;
+    c->generator_hidden_size = ELECTRA;
     c->vocab_size = V;
     return 0;
 }
@@ -889,6 +896,41 @@ static int fwd_bwd(tupe_model *m, const mbatch *b, uint32_t step, double *loss)
     return 0;
 }
 
+/* An ELECTRA step's draws (model/electra.h): on each backend, every masked position holds the
+ * Gumbel-max sample of that backend's own generator logits with the noise named by the batch
+ * (the host's tupe_electra_sample: the same noise on both), and its label says whether it
+ * differs from the original; unmasked positions are the input, labelled 0. Across the backends
+ * the draws agree, except that bf16's logits may swap a near-tie (a draw can differ only where
+ * two scores lie within the logits' error, which the logits' comparison bounds): at most 1 in
+ * 10 there. Returns how many draws differ. */
+static int electra_draws(pair *P, const char *var, const mbatch *b, int V, float *const lg[2],
+                         int32_t *const cor[2], int32_t *const lab[2])
+{
+    size_t N = (size_t)b->B * (size_t)b->T;
+    int own = 0, differ = 0, badlab = 0;
+    char *masked = calloc(N, 1);
+    for (int k = 0; k < b->M; k++)
+        masked[b->mpos[k]] = 1;
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < b->M; k++) {
+            int pos = b->mpos[k];
+            own += cor[s][pos] != tupe_electra_sample(lg[s] + (size_t)k * V, V, 0, 0,
+                                                      (uint64_t)(pos / b->T), pos % b->T);
+            badlab += lab[s][pos] != (cor[s][pos] != b->mlab[k]);
+        }
+    for (size_t i = 0; i < N; i++) {
+        differ += cor[0][i] != cor[1][i];
+        for (int s = 0; s < 2; s++)
+            badlab += !masked[i] && (lab[s][i] != 0 || cor[s][i] != b->ids[i]);
+    }
+    free(masked);
+    verdict(P, "step-draws", var, "own", own, own, 0);
+    verdict(P, "step-draws", var, "labels", badlab, badlab, 0);
+    verdict(P, "step-draws", var, "differ", differ, (double)differ / (b->M > 0 ? b->M : 1),
+            P->bf16 ? 0.1 : 0);
+    return differ;
+}
+
 static int cmd_step(pair *P, const char *model, const char *position, int tie_cls, int B, int T)
 {
     tupe_config c;
@@ -903,9 +945,12 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
     char var[64];
     snprintf(var, sizeof var, "%s/%s%s%s", model, tupe_position_name(c.position),
              tie_cls ? "+tie-cls" : "", tupe_cfg_rope(&c) && ROPE_HALF ? "+half" : "");
+    if (ELECTRA > 0)
+        snprintf(var + strlen(var), sizeof var - strlen(var), "+electra");
     double loss[2];
-    float *lg[2];
-    size_t nl = 0;
+    float *lg[2], *sc[2] = {NULL, NULL};
+    int32_t *cor[2] = {NULL, NULL}, *lab[2] = {NULL, NULL};
+    size_t nl = 0, N = (size_t)B * (size_t)T;
     for (int s = 0; s < 2; s++) {
         tupe_batch tb;
         memset(&tb, 0, sizeof tb);
@@ -922,14 +967,27 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
         loss[s] = out.loss;
         nl = (size_t)b.M * V;
         lg[s] = xmalloc(nl * 4);
-        if (tupe_model_probe(m[s], TUPE_PROBE_LOGITS, 0, lg[s], nl, &e) ||
-            tupe_model_backward(m[s], &e)) {
+        /* an ELECTRA pair: its generator's logits, its draws, the discriminator's scores */
+        tupe_electra *pr = tupe_model_pair(m[s]);
+        if (pr) {
+            sc[s] = xmalloc(N * 4);
+            cor[s] = xmalloc(N * 4);
+            lab[s] = xmalloc(N * 4);
+            memcpy(cor[s], tupe_electra_corrupted(pr), N * 4);
+            memcpy(lab[s], tupe_electra_labels(pr), N * 4);
+        }
+        if (tupe_model_probe(pr ? tupe_electra_generator(pr) : m[s], TUPE_PROBE_LOGITS, 0, lg[s],
+                             nl, &e) ||
+            (pr && tupe_electra_scores(pr, sc[s], N, &e)) || tupe_model_backward(m[s], &e)) {
             fprintf(stderr, "tupe-parity: %s\n", e.msg);
             return 2;
         }
     }
     cmp_val(P, "step", var, "loss", loss[0], loss[1], TOL(P, 1e-5, 1e-2));
     cmp_host(P, "step", var, "logits", lg[0], lg[1], nl, TOL(P, 1e-4, 3e-2));
+    int differ = sc[0] ? electra_draws(P, var, &b, V, lg, cor, lab) : 0;
+    if (sc[0] && !differ)
+        cmp_host(P, "step", var, "rtd_scores", sc[0], sc[1], N, TOL(P, 1e-4, 3e-2));
     cmp_val(P, "step", var, "grad_norm", tupe_grad_norm(m[0]), tupe_grad_norm(m[1]),
             TOL(P, 1e-4, 3e-2));
     const tupe_layout *lay = tupe_model_layout(m[0]);
@@ -945,12 +1003,17 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
         gmax = fmax(gmax, fabs((double)g[0][i]));
     for (size_t i = 0; i < lay->count; i++) {
         const tupe_param *p = &lay->t[i];
+        /* draws that differ (near-ties, bf16 only) feed the discriminator other inputs: then
+         * only the generator's own tensors can be compared */
+        if (differ && strncmp(p->name, "generator", 9) != 0)
+            continue;
         cmp_floor(P, "step-grad", var, p->name, g[0] + p->offset, g[1] + p->offset, p->numel,
                   TOL(P, 1e-3, 6e-2), 1e-2 * gmax);
     }
     for (int s = 0; s < 2; s++) {
         free(g[s]);
         free(lg[s]);
+        free(sc[s]), free(cor[s]), free(lab[s]);
         tupe_model_free(m[s]);
     }
     free_batch(&b);
@@ -1192,7 +1255,8 @@ static void usage(void)
     fprintf(stderr, "usage: tupe-parity ops|step|curve|bench|counters [--ref NAME] [--dev NAME]\n"
                     "       [--small] [--per-op]\n"
                     "       [--only GROUP]\n"
-                    "       [--model M] [--position P] [--tie-cls] [--rope-half] [--batch B] [--seq T]\n"
+                    "       [--model M] [--position P] [--tie-cls] [--rope-half] [--electra F]\n"
+                    "       [--batch B] [--seq T]\n"
                     "       [--steps N] [--peak TFLOPS] [--seed N] [--digest]\n");
 }
 
@@ -1228,6 +1292,7 @@ int main(int argc, char **argv)
             else if (strcmp(a, "--model") == 0) model = v;
             else if (strcmp(a, "--only") == 0) only = v;
             else if (strcmp(a, "--position") == 0) position = v;
+            else if (strcmp(a, "--electra") == 0) ELECTRA = atof(v);
             else if (strcmp(a, "--batch") == 0) B = atoi(v);
             else if (strcmp(a, "--seq") == 0) T = atoi(v);
             else if (strcmp(a, "--steps") == 0) steps = atoi(v);

@@ -7,7 +7,7 @@
 
 static void schedule(void)
 {
-    tupe_schedule s = {1e-3, 0, 2, 5, 1};
+    tupe_schedule s = {1e-3, 0, 2, 5, 1, 0};
     CHECK_NEAR(tupe_lr_at(&s, 1), 5e-4, 1e-15);
     CHECK_NEAR(tupe_lr_at(&s, 2), 1e-3, 1e-15);
     CHECK_NEAR(tupe_lr_at(&s, 3), 1e-3 * 2 / 3, 1e-15);
@@ -15,12 +15,18 @@ static void schedule(void)
     CHECK_NEAR(tupe_lr_at(&s, 5), 0, 1e-15);
     CHECK_NEAR(tupe_lr_at(&s, 9), 0, 1e-15);
     /* The paper's: 10k warmup, linear decay to 0 at 1M. */
-    tupe_schedule p = {1e-4, 0, 10000, 1000000, 1};
+    tupe_schedule p = {1e-4, 0, 10000, 1000000, 1, 0};
     CHECK_NEAR(tupe_lr_at(&p, 5000), 5e-5, 1e-18);
     CHECK_NEAR(tupe_lr_at(&p, 505000), 5e-5, 1e-18);
     /* Polynomial decay to an end value. */
-    tupe_schedule q = {1.0, 0.1, 0, 10, 2};
+    tupe_schedule q = {1.0, 0.1, 0, 10, 2, 0};
     CHECK_NEAR(tupe_lr_at(&q, 5), 0.9 * 0.25 + 0.1, 1e-15);
+    /* ELECTRA's (model/optimization.py): u = t - 1, lr (1 - u/T) min(1, u/W); by hand for
+     * peak 1e-3, W = 2, T = 5: 0, 0.4, 0.6, 0.4, 0.2, 0 (x 1e-3) */
+    tupe_schedule el = {1e-3, 0, 2, 5, 1, 1};
+    const double want[] = {0, 0.4e-3, 0.6e-3, 0.4e-3, 0.2e-3, 0, 0};
+    for (int t = 1; t <= 7; t++)
+        CHECK_NEAR(tupe_lr_at(&el, t), want[t - 1], 1e-15);
 }
 
 /* One layer, no dropout. */
@@ -57,7 +63,9 @@ static tupe_model *small_model(void)
 static int32_t ids[16] = {2, 5, 6, 7, 8, 9, 10, 11, 2, 12, 13, 14, 0, 0, 0, 0}, len[2] = {8, 5};
 static int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6};
 
-static void run(int exclude, double clip)
+/* scaled: per-tensor learning rates (tupe_adamw_set_lr_scale: tensor i at 0.8^(i % 4)), as
+ * tupe-glue's layer-wise decay sets them */
+static void run(int exclude, double clip, int scaled)
 {
     tupe_err e;
     tupe_model *m = small_model();
@@ -69,6 +77,10 @@ static void run(int exclude, double clip)
     tupe_adamw *o;
     CHECK_INT(tupe_adamw_create(&o, m, &oc, &e), 0);
     const tupe_layout *lay = tupe_model_layout(m);
+    double *sc = malloc(lay->count * sizeof *sc);
+    for (size_t t = 0; t < lay->count; t++)
+        sc[t] = scaled ? pow(0.8, (double)(t % 4)) : 1.0;
+    CHECK_INT(tupe_adamw_set_lr_scale(o, scaled ? sc : NULL, &e), 0);
     size_t n = lay->total;
     double *p = calloc(n, sizeof *p), *mm = calloc(n, sizeof *mm), *vv = calloc(n, sizeof *vv);
     float *pf = malloc(n * sizeof *pf), *gf = malloc(n * sizeof *gf);
@@ -76,7 +88,7 @@ static void run(int exclude, double clip)
     for (size_t i = 0; i < n; i++)
         p[i] = pf[i];
     tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
-    tupe_schedule s = {1e-2, 0, 1, 4, 1};
+    tupe_schedule s = {1e-2, 0, 1, 4, 1, 0};
     for (int step = 1; step <= 3; step++) {
         tupe_fwd_out fo;
         tupe_model_zero_grad(m);
@@ -96,13 +108,13 @@ static void run(int exclude, double clip)
         double ss = lr * sqrt(1 - pow(0.999, step)) / (1 - pow(0.9, step));
         for (size_t t = 0; t < lay->count; t++) {
             const tupe_param *q = &lay->t[t];
-            double wd = exclude && q->no_decay ? 0 : 0.1;
+            double wd = exclude && q->no_decay ? 0 : 0.1, lt = lr * sc[t], st = ss * sc[t];
             for (size_t i = q->offset; i < q->offset + q->numel; i++) {
                 double g = gf[i] * gs;
                 mm[i] = 0.9 * mm[i] + 0.1 * g;
                 vv[i] = 0.999 * vv[i] + 0.001 * g * g;
-                p[i] -= lr * wd * p[i];
-                p[i] -= ss * mm[i] / (sqrt(vv[i]) + 1e-6);
+                p[i] -= lt * wd * p[i];
+                p[i] -= st * mm[i] / (sqrt(vv[i]) + 1e-6);
             }
         }
         be->download(be, pf, tupe_model_params(m), n, TUPE_F32);
@@ -117,14 +129,15 @@ static void run(int exclude, double clip)
     const tupe_param *qb = tupe_layout_find(lay, "encoder.layer.0.attention.self.query.bias");
     const tupe_param *qw = tupe_layout_find(lay, "encoder.layer.0.attention.self.query.weight");
     CHECK(lnw && lnw->no_decay && qb && qb->no_decay && qw && !qw->no_decay);
-    free(p), free(mm), free(vv), free(pf), free(gf);
+    free(p), free(mm), free(vv), free(pf), free(gf), free(sc);
     tupe_adamw_free(o);
     tupe_model_free(m);
 }
 
-static void adamw_decay_all(void) { run(0, 1.0); }
-static void adamw_exclude_ln_bias_and_clip(void) { run(1, 0.05); }
-static void adamw_no_clip(void) { run(0, 0); }
+static void adamw_decay_all(void) { run(0, 1.0, 0); }
+static void adamw_exclude_ln_bias_and_clip(void) { run(1, 0.05, 0); }
+static void adamw_no_clip(void) { run(0, 0, 0); }
+static void adamw_lr_scale(void) { run(1, 1.0, 1); }
 
 static void bad_settings(void)
 {
@@ -177,4 +190,4 @@ static void adamw_range_shards(void)
 }
 
 UNIT_MAIN(T(schedule), T(adamw_range_shards), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
-          T(bad_settings))
+          T(adamw_lr_scale), T(bad_settings))

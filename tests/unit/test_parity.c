@@ -195,7 +195,7 @@ static void run_case(const char *cs)
     oc.exclude_ln_bias = json_is_true(json_object_get(a, "exclude_ln_bias"));
     tupe_schedule sch = {json_number_value(json_object_get(a, "lr")), 0,
                          json_integer_value(json_object_get(a, "warmup")),
-                         json_integer_value(json_object_get(a, "total")), 1};
+                         json_integer_value(json_object_get(a, "total")), 1, 0};
     json_decref(a);
     CHECK(oc.beta1 == 0.9 && oc.beta2 == 0.999 && sch.peak > 0 && sch.total >= 5);
     tupe_adamw *opt;
