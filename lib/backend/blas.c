@@ -34,8 +34,9 @@ static const struct {
     {"Athlon", 1}, {"Katmai", 1}, {"Coppermine", 1}, {"Northwood", 1}, {"Banias", 1},
 };
 
-/* The core taken for each level. For AVX-512, SkylakeX: Cooperlake's sgemm and dgemm are
- * SkylakeX's (it adds bf16 kernels only), and 0.3.21 cannot select it by name. */
+/* The core taken for each level. For AVX-512, SkylakeX, or Cooperlake where the processor
+ * has AVX512-BF16: OpenBLAS's own choice on such processors (its sgemm and dgemm are
+ * SkylakeX's; it adds bf16 kernels), so that the best core named is the one it would run. */
 static const char *const ladder[5] = {"", "Prescott", "Sandybridge", "Haswell", "SkylakeX"};
 static const char *const isa_name[5] = {"", "SSE3", "AVX", "AVX2", "AVX-512"};
 
@@ -66,7 +67,22 @@ static int cpu_level(void)
 #endif
 }
 
-const char *tupe_blas_best_core(void) { return ladder[cpu_level()]; }
+static int cpu_bf16(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+#else
+    return 0;
+#endif
+}
+
+static const char *level_core(int level)
+{
+    return level == 4 && cpu_bf16() ? "Cooperlake" : ladder[level];
+}
+
+const char *tupe_blas_best_core(void) { return level_core(cpu_level()); }
 
 /* ---- the check ------------------------------------------------------------------------ */
 
@@ -230,12 +246,15 @@ static int choose(tupe_err *e)
     int dynamic = gotoblas_dynamic_init && gotoblas_dynamic_quit && cfg && strstr(cfg, "DYNAMIC_ARCH");
     const char *user = getenv("OPENBLAS_CORETYPE");
     int level = cpu_level();
-    copy(in->best, sizeof in->best, ladder[level]);
     copy(in->isa, sizeof in->isa, isa_name[level]);
     /* test hook: OpenBLAS fell back to its generic core, as 0.3.21 does on unknown processors */
     if (dynamic && level > 0 && !(user && *user) && tupe_fault_hit("blas.generic"))
         use_core("Prescott");
     copy(in->own, sizeof in->own, openblas_get_corename());
+    /* The best core: OpenBLAS's own where it reached the processor's level (the one the
+     * selection keeps, e.g. Cooperlake, not the ladder's SkylakeX), else the ladder's. */
+    snprintf(in->best, sizeof in->best, "%.31s",
+             level > 0 && core_level(in->own) == level ? in->own : level_core(level));
 
     /* The cores to try, best first: the processor's and those down to OpenBLAS's own (when
      * OpenBLAS fell back below it), OpenBLAS's or the user's, then the ladder below that. */
@@ -248,7 +267,7 @@ static int choose(tupe_err *e)
     } else if (own > 0 && own < level) {
         in->how = TUPE_BLAS_CHOSEN;
         for (int l = level; l > own; l--)
-            try[n++] = ladder[l];
+            try[n++] = l == level ? in->best : ladder[l];
     } else {
         in->how = TUPE_BLAS_OWN;
     }

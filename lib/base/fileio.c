@@ -170,6 +170,13 @@ int tupe_in_open(tupe_in **inp, const char *path, tupe_err *e)
     return in_open(inp, path, FIFO_WAIT_STREAM_MS, e);
 }
 
+int tupe_in_open_whole(tupe_in **inp, const char *path, tupe_err *e)
+{
+    return in_open(inp, path, FIFO_WAIT_WHOLE_MS, e);
+}
+
+int tupe_in_fileno(const tupe_in *in) { return in->fd; }
+
 /* Refill: keep unread bytes at the front. Returns bytes added, 0 at EOF, -1 on error. */
 static long refill(tupe_in *in, tupe_err *e)
 {

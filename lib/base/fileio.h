@@ -18,6 +18,8 @@ typedef struct tupe_in tupe_in;
 
 /* Open a file (or "-" for stdin) for buffered reading. Missing or unreadable: TUPE_ENOINPUT. */
 int tupe_in_open(tupe_in **in, const char *path, tupe_err *e);
+/* tupe_in_open for a file read whole (a FIFO without a writer waited for 2 s, not 30). */
+int tupe_in_open_whole(tupe_in **in, const char *path, tupe_err *e);
 /* Open a file by name to read it (not "-"), never blocking in open(): a FIFO gets at most
  * fifo_wait_ms for a process to open it for writing (TUPE_ENOINPUT "a FIFO that no process
  * writes" then), and the bytes read while waiting (up to cap) go to first (*got, *eof at its
@@ -50,6 +52,8 @@ uint64_t tupe_in_lineno(const tupe_in *in);
 /* Bytes consumed so far (offset of the next byte to be read). */
 uint64_t tupe_in_offset(const tupe_in *in);
 const char *tupe_in_path(const tupe_in *in);
+/* The descriptor (to fstat or map a regular file; nothing read through the buffer yet). */
+int tupe_in_fileno(const tupe_in *in);
 void tupe_in_close(tupe_in *in);
 
 /* Whole file into memory (NUL-terminated for convenience; *len excludes the NUL). Files larger

@@ -1,7 +1,6 @@
 #include "formats/safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,14 +316,10 @@ static uint64_t declared_data(const unsigned char *h, size_t n)
 /* A pipe or other stream (not mapped): read no more than its header declares, each part only
  * after the one before has been checked, so that a device such as /dev/zero or a stream that
  * does not end is refused at once instead of being read into memory without bound. */
-static int read_stream(tupe_st *st, const char *path, tupe_err *e)
+static int read_stream(tupe_st *st, tupe_in *in, const char *path, tupe_err *e)
 {
-    tupe_in *in;
-    int rc = tupe_in_open(&in, path, e);
-    if (rc)
-        return rc;
     size_t len = 0, cap = 0, got;
-    rc = tupe_in_append(in, &st->own, &len, &cap, 8, &got, e);
+    int rc = tupe_in_append(in, &st->own, &len, &cap, 8, &got, e);
     uint64_t n = !rc && len == 8 ? le64(st->own) : 0;
     if (!rc && n > 0 && n <= TUPE_ST_MAX_HEADER)
         rc = tupe_in_append(in, &st->own, &len, &cap, (size_t)n, &got, e);
@@ -344,7 +339,6 @@ static int read_stream(tupe_st *st, const char *path, tupe_err *e)
                                     (unsigned long long)len);
         }
     }
-    tupe_in_close(in);
     if (rc)
         return rc;
     if (!st->own && !(st->own = malloc(1)))
@@ -361,15 +355,23 @@ int tupe_st_open(tupe_st **stp, const char *path, tupe_err *e)
         free(st);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
-    int fd = strcmp(path, "-") == 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    /* Opened as any input (tupe_in_open_whole), so that a FIFO without a writer is refused
+     * after a while instead of blocking in open(); a regular file is then mapped. */
+    tupe_in *in;
+    int rc = strcmp(path, "-") == 0 ? tupe_in_open(&in, path, e) : tupe_in_open_whole(&in, path, e);
+    if (rc) {
+        st_free(st);
+        return rc;
+    }
     struct stat sb;
-    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    int fd = tupe_in_fileno(in);
+    if (strcmp(path, "-") != 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
         st->size = (uint64_t)sb.st_size;
         if (st->size > 0) {
             st->map = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (st->map == MAP_FAILED) {
                 int err = errno;
-                close(fd);
+                tupe_in_close(in);
                 st->map = NULL;
                 st_free(st);
                 return tupe_fail_errno(e, TUPE_EIO, err, "%s: cannot map", path);
@@ -378,22 +380,15 @@ int tupe_st_open(tupe_st **stp, const char *path, tupe_err *e)
         } else {
             st->base = (const unsigned char *)"";
         }
-        close(fd);
     } else {
-        if (fd < 0 && strcmp(path, "-") != 0) {
-            int err = errno;
-            st_free(st);
-            return tupe_fail_errno(e, TUPE_ENOINPUT, err, "%s", path);
-        }
-        if (fd >= 0)
-            close(fd);
-        int rc = read_stream(st, path, e);
-        if (rc) {
-            st_free(st);
-            return rc;
-        }
+        rc = read_stream(st, in, path, e);
     }
-    int rc = parse_all(st, e);
+    tupe_in_close(in);
+    if (rc) {
+        st_free(st);
+        return rc;
+    }
+    rc = parse_all(st, e);
     if (rc) {
         st_free(st);
         return rc;

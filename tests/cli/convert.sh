@@ -350,6 +350,17 @@ cp -r $F/hf-bert $T/fifocfg && rm $T/fifocfg/config.json && mkfifo $T/fifocfg/co
 run timeout 20 $TUPE_BIN/$C import --from hf $T/fifocfg -o $T/fifo-ck
 [ $rc = 66 ] && has $T/err "config.json: a FIFO that no process writes"
 verdict "a FIFO as config.json without a writer: refused within seconds (66)"
+# The weights too: a FIFO as model.safetensors is refused like a configuration (the same 2 s),
+# and one that a process writes is read as a stream.
+cp -r $F/hf-bert $T/fifost && rm $T/fifost/model.safetensors && mkfifo $T/fifost/model.safetensors
+run timeout 20 $TUPE_BIN/$C import --from hf $T/fifost -o $T/fifost-ck
+[ $rc = 66 ] && has $T/err "fifost/model.safetensors: a FIFO that no process writes" && [ ! -e $T/fifost-ck ]
+verdict "a FIFO as model.safetensors without a writer: refused within seconds naming it (66)"
+cat $F/hf-bert/model.safetensors >$T/fifost/model.safetensors &
+run timeout 20 $TUPE_BIN/$C import --from hf $T/fifost -o $T/fifost-ck
+wait
+[ $rc = 0 ] && [ -e $T/fifost-ck ]
+verdict "a FIFO as model.safetensors with a writer: read as a stream"
 cp -r $F/hf-bert $T/tcfg && echo '{"do_lower_case": tru' >$T/tcfg/tokenizer_config.json
 run $C import --from hf $T/tcfg -o $T/tcfg-ck
 [ $rc = 65 ] && has $T/err "tcfg/tokenizer_config.json:1:" && [ ! -e $T/tcfg-ck ]
