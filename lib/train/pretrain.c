@@ -748,6 +748,8 @@ typedef struct trainer {
      * before ran, and their counts summed over the ranks (masked, tokens); 0: none. */
     int64_t next_step;
     uint64_t next_counts[2];
+    volatile sig_atomic_t *stop; /* set by a signal */
+    int leave;                   /* every rank's answer: leave after the last step */
     /* Since the last metrics line (last) and the last progress line of either kind (note):
      * time, tokens, summed loss and steps. */
     double interval, t0, t_start, t_last, loss_acc, t_note, note_acc;
@@ -831,8 +833,8 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
     if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
         return rc;
-    /* ELECTRA: NSUM columns; and two more: the next step's counts (train_step) */
-    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 2,
+    /* ELECTRA: NSUM columns; and three more: the next step's counts, the stop (train_step) */
+    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 3,
                       sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -1173,10 +1175,18 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         t->mloss[nv] = (double)nc[0];
         t->mloss[nv + 1] = (double)nc[1];
     }
+    /* whether to leave after this step: a signal, --stop-after or --max-time (rank 0's
+     * clock); summed with the rest, so that every rank has the same answer without a
+     * collective of its own */
+    size_t at = nv + 2 * (size_t)ahead;
+    t->mloss[at] = (t->stop && *t->stop) ||
+                   (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
+                   (r->rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
     /* the micro-batches' losses (ELECTRA: NSUM columns of them): each from one rank, summed
      * over the ranks with the norm, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, nv + 2 * (size_t)ahead, norm, e)))
+    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, at + 1, norm, e)))
         return rc;
+    t->leave = t->mloss[at] > 0;
     if (ahead) {
         t->next_step = step + 1;
         t->next_counts[0] = (uint64_t)t->mloss[nv];
@@ -1316,18 +1326,6 @@ static int validate(trainer *t, int64_t step, tupe_err *e)
     return 0;
 }
 
-/* Whether to leave after this step: a signal, --stop-after or --max-time (rank 0's clock);
- * every rank gets the same answer. */
-static int stop_now(trainer *t, int64_t step, volatile sig_atomic_t *stop, int *flag, tupe_err *e)
-{
-    const tupe_pretrain_opts *o = t->r.o;
-    int32_t f = (stop && *stop) || (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
-                (t->r.rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
-    int rc = tupe_comm_allmax_i32(t->r.comm, &f, 1, e);
-    *flag = f;
-    return rc;
-}
-
 /* Steps until --steps, a stop, or an error; then, at the end of the schedule, the final
  * validation and checkpoint. */
 static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
@@ -1340,6 +1338,7 @@ static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
     t->saved_at = t->resume_from[0] ? t->st.step : -1;
     t->cur_epoch = UINT64_MAX;
     t->next_step = 0;
+    t->stop = stop;
     int rc = 0;
     for (int64_t step = t->st.step + 1; step <= o->steps; step++) {
         double loss = 0, norm = 0;
@@ -1352,10 +1351,7 @@ static int train(trainer *t, volatile sig_atomic_t *stop, tupe_err *e)
         if (((o->save_every > 0 && step % o->save_every == 0) || is_keep_step(o, step)) &&
             step != o->steps && (rc = save(t, e)))
             break;
-        int flag;
-        if ((rc = stop_now(t, step, stop, &flag, e)))
-            break;
-        if (flag) {
+        if (t->leave) { /* decided with the step's sums (train_step) */
             if (t->saved_at != step)
                 rc = save(t, e);
             t->res->interrupted = !rc;
