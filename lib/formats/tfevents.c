@@ -185,8 +185,7 @@ static uint32_t rd32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* One event file cut after `step` (see the header). */
-static int trim_file(const char *path, int64_t step, tupe_err *e)
+int tupe_tfevents_trim_file(const char *path, int64_t step, tupe_err *e)
 {
     char *buf;
     size_t len;
@@ -202,14 +201,16 @@ static int trim_file(const char *path, int64_t step, tupe_err *e)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
     while (at < len) {
+        /* A bad record after good ones is a killed writer's torn last record; a bad first
+         * record means this is no event file: left alone. */
         if (len - at < 12 || rd32(p + at + 8) != tupe_crc32c_masked(p + at, 8)) {
-            dropped = 1; /* torn */
+            dropped = at > 0;
             break;
         }
         uint64_t n = rd64(p + at);
         if (n > len - at - 12 || len - at - 12 - n < 4 ||
             rd32(p + at + 12 + n) != tupe_crc32c_masked(p + at + 12, (size_t)n)) {
-            dropped = 1;
+            dropped = at > 0;
             break;
         }
         Tensorboard__Event *ev = tensorboard__event__unpack(NULL, (size_t)n, p + at + 12);
@@ -245,7 +246,7 @@ int tupe_tfevents_trim_dir(const char *dir, int64_t step, tupe_err *e)
         struct stat st;
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
-            rc = trim_file(p, step, e);
+            rc = tupe_tfevents_trim_file(p, step, e);
     }
     closedir(d);
     return rc;

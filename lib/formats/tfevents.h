@@ -43,9 +43,11 @@ int tupe_tfevents_json(tupe_tfevents *w, const char *line, double wall, tupe_err
 /* A SessionLog START at `step`: TensorBoard drops the events of earlier files at that step and
  * later (a run resumed from step - 1, whose killed predecessor logged past its checkpoint). */
 int tupe_tfevents_restart(tupe_tfevents *w, int64_t step, double wall, tupe_err *e);
-/* Cut every event file of dir (events.out.tfevents.*) after the events of `step`: the records
- * of later steps, and a torn last record (a killed writer's), are dropped, the file rewritten
- * atomically when anything was. A file that does not parse as TFRecords is left alone. */
+/* Cut the event file `path` after the events of `step`: the records of later steps, and a torn
+ * last record (a killed writer's), are dropped, the file rewritten atomically when anything
+ * was. A file whose first record is not a TFRecord is left alone. */
+int tupe_tfevents_trim_file(const char *path, int64_t step, tupe_err *e);
+/* The same for every event file of dir (events.out.tfevents.*, regular files only). */
 int tupe_tfevents_trim_dir(const char *dir, int64_t step, tupe_err *e);
 
 /* Seconds since the epoch, for `wall`. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "base/fileio.h"
 #include "base/jsonnum.h"
@@ -194,6 +195,67 @@ static int remove_events(const char *dir, tupe_err *e)
     return rc;
 }
 
+/* The event files a run wrote into a --tensorboard directory of the caller's, by name, one a
+ * line, in the run directory: that directory may hold other runs' files, so a resume cuts back
+ * these only. */
+#define EVENTS_LIST ".tupe-events"
+
+/* Cut the listed event files found in tbdir after `step`. */
+static int trim_listed(const char *dir, const char *tbdir, int64_t step, tupe_err *e)
+{
+    char list[PATH_MAX];
+    snprintf(list, sizeof list, "%s/" EVENTS_LIST, dir);
+    if (!tupe_path_exists(list))
+        return 0;
+    char *buf;
+    size_t len;
+    int rc = tupe_read_text(list, &buf, &len, (size_t)1 << 20, e);
+    if (rc)
+        return rc;
+    for (char *name = buf, *nl; !rc && name && *name; name = nl ? nl + 1 : NULL) {
+        if ((nl = strchr(name, '\n')))
+            *nl = 0;
+        char p[PATH_MAX];
+        struct stat st;
+        /* A name of ours (no path), still a plain file in the directory named now. */
+        if (strncmp(name, "events.out.tfevents.", 20) != 0 || strchr(name, '/') ||
+            (size_t)snprintf(p, sizeof p, "%s/%s", tbdir, name) >= sizeof p ||
+            lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        rc = tupe_tfevents_trim_file(p, step, e);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Add the event file `path` to the list (a new run: start it). */
+static int list_events(const char *dir, const char *path, int fresh, tupe_err *e)
+{
+    char list[PATH_MAX], *old = NULL;
+    size_t len = 0;
+    snprintf(list, sizeof list, "%s/" EVENTS_LIST, dir);
+    int rc = !fresh && tupe_path_exists(list) ? tupe_read_text(list, &old, &len, (size_t)1 << 20, e) : 0;
+    if (rc)
+        return rc;
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(name);
+    char *buf = malloc(len + n + 2);
+    if (!buf) {
+        free(old);
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
+    if (len)
+        memcpy(buf, old, len);
+    if (len && buf[len - 1] != '\n')
+        buf[len++] = '\n';
+    memcpy(buf + len, name, n);
+    buf[len + n] = '\n';
+    rc = tupe_write_file(list, buf, len + n + 1, e);
+    free(buf);
+    free(old);
+    return rc;
+}
+
 int tupe_rundir_begin(tupe_rundir **rdp, const tupe_rundir_spec *s, int64_t resume_step,
                       tupe_err *e)
 {
@@ -220,17 +282,26 @@ int tupe_rundir_begin(tupe_rundir **rdp, const tupe_rundir_spec *s, int64_t resu
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (resume_step >= 0 && (rc = trim_metrics(path, resume_step, e)))
         return rc;
-    /* The run's own event files, cut back as metrics.jsonl is (a killed run logged past its
-     * checkpoint); a directory of the caller's may hold other runs' files: there the START
-     * marker of the new file (below) tells TensorBoard to discard the replayed steps. */
-    if (resume_step >= 0 && !s->no_tensorboard && !s->tensorboard &&
-        (rc = tupe_tfevents_trim_dir(tb, resume_step, e)))
+    /* The event files, cut back as metrics.jsonl is (a killed run logged past its
+     * checkpoint): all of tensorboard/, and in a directory of the caller's, which may hold
+     * other runs' files, those this run listed. The new file also starts with the START
+     * marker on which TensorBoard discards the replayed steps of earlier files. */
+    if (resume_step >= 0 &&
+        ((rc = tupe_tfevents_trim_dir(tb, resume_step, e)) ||
+         (!s->no_tensorboard && s->tensorboard &&
+          (rc = trim_listed(dir, s->tensorboard, resume_step, e)))))
         return rc;
+    snprintf(path, sizeof path, "%s/" EVENTS_LIST, dir);
+    if (resume_step < 0 && remove(path) != 0 && errno != ENOENT)
+        return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot remove", path);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     snprintf(rd->path, sizeof rd->path, "%s", path);
     if (!(rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w")))
         return tupe_fail_errno(e, TUPE_ECANTCREAT, errno, "%s: cannot create", path);
     if (!s->no_tensorboard &&
         ((rc = tupe_tfevents_open_dir(&rd->tb, s->tensorboard ? s->tensorboard : tb, e)) ||
+         (s->tensorboard &&
+          (rc = list_events(dir, tupe_tfevents_path(rd->tb), resume_step < 0, e))) ||
          (resume_step >= 0 &&
           (rc = tupe_tfevents_restart(rd->tb, resume_step + 1, tupe_tfevents_now(), e))))) {
         fclose(rd->metrics);

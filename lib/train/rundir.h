@@ -17,7 +17,10 @@
  *     to an event file in tensorboard/ (or a directory of the caller's, or nowhere): both
  *     are written by the one call, so they cannot differ. A new run removes the event files
  *     of tensorboard/ (TensorBoard would draw them as part of it); a resumed run, or a
- *     directory of the caller's, gets a file beside those there. A failed write of the event
+ *     directory of the caller's, gets a file beside those there. A resumed run first cuts
+ *     them back to its step, as metrics.jsonl: all of tensorboard/, and in a directory of the
+ *     caller's (which may hold other runs' files) those it listed in .tupe-events; its new
+ *     file starts with TensorBoard's SessionLog START marker. A failed write of the event
  *     file stops the event file, not the run: metrics.jsonl goes on, and tupe_rundir_end
  *     returns the error;
  *   - checkpoints/step-NNNNNNNN/ count only once complete (their model file in place): the

@@ -14,9 +14,9 @@ for src in "$TUPE_SRC"/cmd/tupe-*.c; do
     [ -e "$src" ] || continue
     p=$(basename "$src" .c)
     bash -c "
-    verdict "$p has a manual page with EXIT STATUS, ENVIRONMENT, FILES, EXAMPLES"
         f=$TUPE_SRC/man/$p.1; [ -f \$f ] && grep -q '^\.SH EXIT STATUS' \$f && grep -q '^\.SH ENVIRONMENT' \$f &&
         grep -q '^\.SH FILES' \$f && grep -q '^\.SH EXAMPLES' \$f"
+    verdict "$p has a manual page with EXIT STATUS, ENVIRONMENT, FILES, EXAMPLES"
     bash -c "grep -q -- '$p' $TUPE_SRC/completions/tupe.bash && grep -q -- '$p' $TUPE_SRC/completions/_tupe"
     verdict "$p is completed by completions/tupe.bash and _tupe"
     run "$TUPE_BIN/$p" --help

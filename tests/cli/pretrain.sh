@@ -64,6 +64,25 @@ for f in $T/tbr/tensorboard/events.out.tfevents.*; do $TESTTOOL tfevents-cat $f;
 [ $rc = 0 ] && [ "$(grep -c ' loss ' $T/tbr.txt)" = 8 ] && [ "$(grep -c '^6 loss ' $T/tbr.txt)" = 1 ] &&
     [ "$(grep -c '"loss"' $T/tbr/metrics.jsonl)" = 8 ] && grep -q '^5 session_log 1$' $T/tbr.txt
 verdict "resumed after logging past its checkpoint: each step once in the event files, a START at step 5"
+# The same into a --tensorboard DIR of the caller's that also holds another run's file: the
+# files this run wrote there (listed in RUN/.tupe-events) are cut back, the other one is kept.
+run $P train "${common[@]}" -o $T/tbo --steps 3 --tensorboard $T/tbu
+other=$(ls $T/tbu/events.out.tfevents.*) && cp "$other" $T/tbu-other
+run $P train "${common[@]}" -o $T/tbs --steps 8 --save-every 4 --tensorboard $T/tbu
+rm -rf $T/tbs/checkpoints/step-00000008
+run $P train "${common[@]}" -o $T/tbs --steps 8 --save-every 4 --resume --tensorboard $T/tbu
+for f in $T/tbu/events.out.tfevents.*; do [ "$f" = "$other" ] || $TESTTOOL tfevents-cat "$f"; done >$T/tbu.txt
+[ $rc = 0 ] && [ "$(ls $T/tbu/events.out.tfevents.* | wc -l)" = 3 ] && cmp -s "$other" $T/tbu-other &&
+    [ "$(grep -c ' loss ' $T/tbu.txt)" = 8 ] && [ "$(grep -c '^6 loss ' $T/tbu.txt)" = 1 ] &&
+    grep -q '^5 session_log 1$' $T/tbu.txt && [ "$(wc -l <$T/tbs/.tupe-events)" = 2 ]
+verdict "resumed into --tensorboard DIR: its own files there cut back (each step once, a START at 5), another run's kept"
+# The rendezvous file is an output like -o, whichever way it is named: never inside an input.
+cp $T/shards/manifest.json $T/manifest.bak
+run env TUPE_RENDEZVOUS_FILE=$T/shards/manifest.json RANK=0 WORLD_SIZE=2 TUPE_COMM_TIMEOUT=5 \
+    $P train "${common[@]}" -o $T/rz --steps 2
+[ $rc = 73 ] && has $T/err "TUPE_RENDEZVOUS_FILE $T/shards/manifest.json: lies inside the input --data" &&
+    cmp -s $T/shards/manifest.json $T/manifest.bak && [ ! -e $T/rz ]
+verdict "TUPE_RENDEZVOUS_FILE naming the shards' manifest.json: refused (73) before anything is written"
 # What a run killed before its first checkpoint leaves: metrics.jsonl and an event file.
 mkdir -p $T/tb3/tensorboard && cp $T/a/metrics.jsonl $T/a/.tupe-kind $T/tb3/ &&
     cp $T/a/tensorboard/events.out.tfevents.* $T/tb3/tensorboard/

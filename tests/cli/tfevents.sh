@@ -22,4 +22,16 @@ $TESTTOOL tfevents $T/nan.jsonl -o $T/nan.tfevents
 run $TESTTOOL tfevents-cat $T/nan.tfevents
 [ $rc = 0 ] && [ "$(cat $T/out)" = "3 lr 0.5" ]
 verdict "printf's nan and inf (a diverged loss in metrics.jsonl) are left out, the rest kept"
+# A resumed run's file: the SessionLog START first, byte for byte the record TensorBoard's
+# event_pb2 encodes, on which its EventAccumulator shows each step once (resumed-reader.txt).
+run $TESTTOOL tfevents --restart 20 $F/resumed.jsonl -o $T/resumed.tfevents
+[ $rc = 0 ] && cmp -s $T/resumed.tfevents $F/events.out.tfevents.1700000100.tupe
+verdict "a resumed run's event file with its START marker, byte for byte what TensorBoard read"
+# What that reader lists: the earlier file's events before step 20, then the resumed file's.
+{ $TESTTOOL tfevents-cat $F/$EV; $TESTTOOL tfevents-cat $T/resumed.tfevents; } |
+    awk '$2 == "session_log" { if ($3 == 1) for (k in v) { split(k, p, SUBSEP); if (p[1] + 0 >= $1) delete v[k] } next }
+         { v[$1, $2] = $3 } END { for (k in v) { split(k, p, SUBSEP); print p[1], p[2], v[k] } }' |
+    sort -k2,2 -k1,1n >$T/resumed.txt
+diff $T/resumed.txt $F/resumed-reader.txt >/dev/null && [ "$(wc -l <$T/resumed.txt)" = 28 ]
+verdict "... the START discards the earlier file's steps from 20 on: TensorBoard's listing, each step once"
 exit $_failed

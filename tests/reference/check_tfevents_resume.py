@@ -6,9 +6,12 @@
 Reads the directory with tensorboard.backend.event_processing's EventAccumulator (purging
 orphaned data, as TensorBoard does: a SessionLog START discards what earlier files hold from
 its step on) and exits 1 when a tag holds a step twice. With --marker-only, also reads the
-files with purging off and reports how many duplicates the START marker alone removed (the
-case of a --tensorboard directory of the caller's, whose files tupe does not cut back).
-Not part of make check (tests/cli/pretrain.sh checks the same with tupe-testtool)."""
+files with purging off and reports how many duplicates the START marker alone removed (0
+when tupe cut the files back; more for files it did not cut, such as a copy of the killed
+run's files beside the resumed run's new one).
+Not part of make check: tests/cli/pretrain.sh checks the cut with tupe-testtool, and
+tests/cli/tfevents.sh the marker's bytes against make_tfevents_fixtures.py's fixture, which
+TensorBoard's reader was shown to honour."""
 import collections
 import sys
 

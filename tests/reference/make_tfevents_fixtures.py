@@ -15,6 +15,15 @@ the writer tupe-pretrain and tupe-glue use); then TensorBoard reads it:
                EventAccumulator lists every tag as a scalar with the same values
   VERSIONS     the versions used
 
+and, for a resumed run (killed after logging past its checkpoint), from resumed.jsonl (by
+hand: the same steps from 20 on, other values) `tupe-testtool tfevents --restart 20` writes
+events.out.tfevents.1700000100.tupe, whose first event after file_version is a SessionLog
+START at step 20. Its record is checked to be what TensorBoard's own event_pb2 encodes for
+that event, and EventAccumulator over the directory holding both files (as TensorBoard reads
+a run) to show every step of each tag once, the resumed file's values from step 20 on:
+
+  resumed-reader.txt  "step TAG VALUE" per scalar as that accumulator lists them (by tag)
+
 It also flips one byte of a record's data and checks the reader refuses the file (the masked
 CRC-32C is checked). `make check` (tests/cli/tfevents.sh) rewrites the file and compares bytes,
 and compares `tupe-testtool tfevents-cat` (our own decoder) with reader.txt.
@@ -51,6 +60,55 @@ def load(path):
             rows.append("%d %s %.9g\n" % (ev.step, v.tag, x))
             walls.append(ev.wall_time)
     return events, rows, walls
+
+
+RESUMED = "events.out.tfevents.1700000100.tupe"
+
+
+def resumed(tool):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.compat.proto import event_pb2
+    path = os.path.join(OUT, RESUMED)
+    subprocess.run([tool, "tfevents", "--restart", "20", os.path.join(OUT, "resumed.jsonl"),
+                    "-o", path], check=True)
+    data = open(path, "rb").read()
+    # The second record's data: the marker, byte for byte TensorBoard's encoding of it.
+    n1 = int.from_bytes(data[0:8], "little")
+    at = 16 + n1
+    n2 = int.from_bytes(data[at:at + 8], "little")
+    want = event_pb2.Event(wall_time=1700000000.125, step=20,
+                           session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+    assert data[at + 12:at + 12 + n2] == want.SerializeToString(), "the START record differs"
+
+    # What the killed run logged, then the resumed run's file: each step once, the new values.
+    def numbers(name):  # {tag: {step: value}} of the top-level numbers
+        out = {}
+        for line in open(os.path.join(OUT, name)):
+            rec = json.loads(line)
+            for key, v in rec.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and key != "step":
+                    out.setdefault(key, {})[rec["step"]] = v
+        return out
+    old, new = numbers("metrics.jsonl"), numbers("resumed.jsonl")
+    # (A directory named *tfevents* would be taken for one file: the two in a run's directory.)
+    with tempfile.TemporaryDirectory() as d:
+        for name in (EVENTS, RESUMED):
+            os.symlink(os.path.join(OUT, name), os.path.join(d, name))
+        acc = EventAccumulator(d, size_guidance={"scalars": 0})
+        acc.Reload()
+    rows = []
+    for tag in sorted(acc.Tags()["scalars"]):
+        got = [(s.step, s.value) for s in acc.Scalars(tag)]
+        steps = [s for s, _ in got]
+        assert len(steps) == len(set(steps)), (tag, steps)
+        want_tag = {s: v for s, v in old.get(tag, {}).items() if s < 20}
+        want_tag.update(new.get(tag, {}))
+        assert steps == sorted(want_tag), (tag, steps, sorted(want_tag))
+        for s, v in got:
+            assert "%.9g" % v == "%.9g" % float(__import__("numpy").float32(want_tag[s])), (tag, s, v)
+            rows.append("%d %s %.9g\n" % (s, tag, v))
+    with open(os.path.join(OUT, "resumed-reader.txt"), "w") as f:
+        f.writelines(rows)
 
 
 def main():
@@ -105,6 +163,7 @@ def main():
 
     with open(os.path.join(OUT, "reader.txt"), "w") as f:
         f.writelines(rows)
+    resumed(tool)
     import tensorboard
     with open(os.path.join(OUT, "VERSIONS"), "w") as f:
         f.write("python %s\ntensorboard %s\n" % (sys.version.split()[0], tensorboard.__version__))
