@@ -128,14 +128,16 @@ typedef struct args {
     int json;
 } args;
 
-/* The device and the ranks of the job; errors printed, exit status returned. */
-static int open_compute(tupe_cli *c, const args *a, tupe_backend **be, tupe_comm **comm)
+/* The device and the ranks of the job (as many as `fit` allows, NULL: any); errors printed,
+ * exit status returned. */
+static int open_compute(tupe_cli *c, const args *a, tupe_comm_fit fit, tupe_backend **be,
+                        tupe_comm **comm)
 {
     int rc = tupe_devicearg_open(c, a->device, a->precision, be);
     if (rc)
         return rc;
     tupe_err e;
-    if (tupe_comm_init(comm, &e)) {
+    if (tupe_comm_init(comm, fit, &a->o, &e)) {
         rc = tupe_cli_error(c, &e);
         tupe_backend_destroy(*be);
     }
@@ -158,7 +160,7 @@ static int cmd_train(tupe_cli *c, void *opts)
     tupe_comm *comm;
     /* where rank 0 writes its address and secret: an output, never inside an input */
     int rc = tupe_cli_env_output(c, "TUPE_RENDEZVOUS_FILE");
-    if (rc || (rc = open_compute(c, a, &be, &comm)))
+    if (rc || (rc = open_compute(c, a, tupe_pretrain_fit_world, &be, &comm)))
         return rc;
     o->init = a->ckpt;
     o->inputs = tupe_cli_inputs(c);
@@ -239,7 +241,7 @@ static int cmd_eval(tupe_cli *c, void *opts)
         return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
     tupe_backend *be;
     tupe_comm *comm;
-    int rc = open_compute(c, a, &be, &comm);
+    int rc = open_compute(c, a, NULL, &be, &comm);
     if (rc)
         return rc;
     tupe_eval_result r;

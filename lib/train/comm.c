@@ -290,7 +290,7 @@ static int topology(tupe_comm *c, tupe_err *e)
     return rc;
 }
 
-int tupe_comm_init(tupe_comm **cp, tupe_err *e)
+int tupe_comm_init(tupe_comm **cp, tupe_comm_fit fit, const void *fit_arg, tupe_err *e)
 {
     tupe_comm *c = calloc(1, sizeof *c);
     if (!c)
@@ -330,7 +330,11 @@ int tupe_comm_init(tupe_comm **cp, tupe_err *e)
         free(c);
         return tupe_fail(e, TUPE_EUSAGE, "inconsistent rank environment (rank must be in 0..world-1)");
     }
-    int rc = 0;
+    int rc = fit ? fit(c->world, fit_arg, e) : 0;
+    if (rc) {
+        free(c);
+        return rc;
+    }
     if (c->world > 1) {
         const char *host = getenv("MASTER_ADDR"), *file = getenv("TUPE_RENDEZVOUS_FILE");
         if (host && !*host)

@@ -34,8 +34,13 @@
 
 typedef struct tupe_comm tupe_comm;
 
-/* Detect the launcher and join the job. */
-int tupe_comm_init(tupe_comm **c, tupe_err *e);
+/* Whether a run can use `world` ranks (its batch divides among them...): 0, or the error that
+ * stops this rank. */
+typedef int (*tupe_comm_fit)(int world, const void *arg, tupe_err *e);
+/* Detect the launcher and join the job. The world size the launcher declares is checked first,
+ * before anything is allocated for the ranks, any connection made or any rank waited for:
+ * against TUPE_RDZV_MAX_WORLD, then against `fit(world, fit_arg)` (NULL: no check). */
+int tupe_comm_init(tupe_comm **c, tupe_comm_fit fit, const void *fit_arg, tupe_err *e);
 /* The end: with every rank (a barrier) unless tupe_comm_abort was called. */
 void tupe_comm_finalize(tupe_comm *c);
 /* This rank stops with an error: the other ranks are told `why` and stop waiting for it, and

@@ -756,17 +756,27 @@ typedef struct trainer {
     int64_t tok_last, n_acc, tok_note, n_note;
 } trainer;
 
+int tupe_pretrain_fit_world(int world, const void *opts, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = opts;
+    if (o->batch <= 0 || o->batch % world)
+        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, world);
+    int per_rank = o->batch / world, mb = o->micro_batch > 0 ? o->micro_batch : per_rank;
+    if (per_rank % mb)
+        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
+                         "rank (--batch %d over %d ranks)", mb, per_rank, o->batch, world);
+    return 0;
+}
+
 /* Options that need no data: refused before any file is opened. */
 static int check_options(trainer *t, tupe_err *e)
 {
     const tupe_pretrain_opts *o = t->r.o;
-    if (o->batch <= 0 || o->batch % t->r.world)
-        return tupe_fail(e, TUPE_EUSAGE, "--batch %d is not a multiple of the %d ranks", o->batch, t->r.world);
+    int rc = tupe_pretrain_fit_world(t->r.world, o, e);
+    if (rc)
+        return rc;
     t->per_rank = o->batch / t->r.world;
     t->r.mb = o->micro_batch > 0 ? o->micro_batch : t->per_rank;
-    if (t->per_rank % t->r.mb)
-        return tupe_fail(e, TUPE_EUSAGE, "--micro-batch %d does not divide the %d sequences of each "
-                         "rank (--batch %d over %d ranks)", t->r.mb, t->per_rank, o->batch, t->r.world);
     tupe_config c;
     memset(&c, 0, sizeof c);
     return apply_variant(o, &c, e);

@@ -98,6 +98,11 @@ typedef struct tupe_pretrain_result {
     char checkpoint[4096];       /* the last checkpoint written or resumed from ("" if none) */
 } tupe_pretrain_result;
 
+/* Whether training can use `world` ranks (a tupe_comm_fit, train/comm.h; opts: the
+ * tupe_pretrain_opts): --batch divides among them and --micro-batch divides each rank's share.
+ * TUPE_EUSAGE naming the options otherwise. */
+int tupe_pretrain_fit_world(int world, const void *opts, tupe_err *e);
+
 /* Train. *stop is polled after every step (set it from a signal handler): the run then
  * writes a checkpoint and returns with result->interrupted. */
 int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend *be,

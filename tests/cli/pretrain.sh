@@ -290,6 +290,14 @@ verdict "-o - is a usage error (a run is a directory)"
 run $P train "${common[@]}" -o $T/j --steps 2 --batch 6 --micro-batch 4
 [ $rc = 2 ] && has $T/err "does not divide"
 verdict "a micro-batch that does not divide the batch: usage error"
+# The launcher's world size against what the run can use, before any rank is waited for: a
+# batch of 8 does not divide among 65536 ranks (no rank 1 is ever started here).
+start=$(date +%s)
+run timeout 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 30000)) RANK=0 WORLD_SIZE=65536 \
+    TUPE_COMM_TIMEOUT=30 $P train "${common[@]}" -o $T/ws --steps 2
+[ $rc = 2 ] && has $T/err "--batch 8 is not a multiple of the 65536 ranks" && [ ! -e $T/ws ] &&
+    [ $(($(date +%s) - start)) -lt 20 ]
+verdict "WORLD_SIZE=65536 with --batch 8: a usage error before the rendezvous, not a wait for the ranks"
 run $P train --data $T/shards --model tiny -o $T/k --steps 2 --device cuda
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU' && $P --version | grep -q 'Built with:.*cuda'; then
     [ $rc = 0 ]

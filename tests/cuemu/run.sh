@@ -552,6 +552,12 @@ fi
 # The time limit itself: a part that never ends (as a hung kernel would) fails within the
 # limit given it, and the run goes on. Run here as a run of its own, with a 3-second limit.
 PARTS+=("time-limit|a part that hangs is killed and fails the run, quickly|part_time_limit")
+# The sanitizer parts' rule (above, and tests/cuemu/README.md): each starts with $SAN_ENV.
+for spec in "${PARTS[@]}"; do
+    cmd=${spec#*|}; cmd=${cmd#*|}
+    [[ $spec != asan-* || $cmd == "$SAN_ENV"* ]] ||
+        { echo "tests/cuemu/run.sh: part ${spec%%|*} does not start with \$SAN_ENV (symbolize=0)"; exit 2; }
+done
 [ "${CUEMU_TEST_HANG:-0}" = 1 ] && PARTS=("hang|a part that never ends|sleep 100000")
 
 # ---- running and judging ----------------------------------------------------------------

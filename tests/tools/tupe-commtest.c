@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         return 2;
     }
 #endif
-    if (tupe_comm_init(&c, &e)) {
+    if (tupe_comm_init(&c, NULL, NULL, &e)) {
         fprintf(stderr, "tupe-commtest: %s\n", e.msg);
         return e.code;
     }
