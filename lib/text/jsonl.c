@@ -143,8 +143,9 @@ int tupe_jsonl_convert(const char *data, size_t len, const char *field, const ch
             }
             s = fix;
         }
+        /* JSON allows \u0000 in any string; in the text it is passed on as plain text's NUL. */
         json_error_t je;
-        json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+        json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
         if (!o && (strstr(je.text, "overflow") || strstr(je.text, "too big"))) {
             size_t n2;
             if (zero_numbers(s, n, &fix2, &fcap2, &n2)) {
@@ -152,7 +153,7 @@ int tupe_jsonl_convert(const char *data, size_t len, const char *field, const ch
                 break;
             }
             json_error_t je2;
-            o = json_loadb(fix2, n2, JSON_REJECT_DUPLICATES, &je2);
+            o = json_loadb(fix2, n2, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je2);
         }
         if (!o) {
             rc = tupe_fail_linecol(e, TUPE_EDATA, name, line, je.column > 0 ? (uint64_t)je.column : 1,

@@ -80,12 +80,13 @@ bad "null" '{"text": null}\n' 'bad.jsonl:1: "text" is null, not a string'
 bad "not an object" '["text"]\n' "bad.jsonl:1: expected a JSON object, found an array"
 bad "invalid UTF-8" '{"text": "a\xff"}\n' "bad.jsonl: byte 11: invalid UTF-8 (see --invalid)"
 bad "another field missing" '{"text": "a"}\n' 'bad.jsonl:1: no "body" field' --field body
-# What JSON allows in the fields a corpus ignores: an id above 2^63, 1e400.
+# What JSON allows in the fields a corpus ignores: an id above 2^63, 1e400, nested ones, \u0000.
 printf '{"id": 18446744073709551615, "score": 1e400, "text": "a b"}\n' >$T/big.jsonl
-printf 'a b\n' >$T/big.txt
+printf '{"m": {"x": [-1e400, 123456789012345678901234567890]}, "note": "a \\u0000 b", "text": "a b"}\n' >>$T/big.jsonl
+printf 'a b\n\na b\n' >$T/big.txt
 run $TT encode -q --vocab $V --docs jsonl --format text $T/big.jsonl -o $T/big.ids
 [ $rc = 0 ] && $TT encode -q --vocab $V --format text $T/big.txt -o $T/big-txt.ids && cmp -s $T/big.ids $T/big-txt.ids
-verdict "numbers jansson cannot hold, in ignored fields: accepted"
+verdict "numbers jansson cannot hold and \\u0000, in ignored fields: accepted"
 # --invalid applies to JSON Lines as to plain text.
 printf '{"text": "a\xff b"}\n' >$T/inv.jsonl
 printf 'a\xff b\n' >$T/inv.txt
