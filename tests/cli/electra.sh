@@ -42,13 +42,14 @@ nod=(--dropout 0 --attention-dropout 0)
 run $P train "${common[@]}" "${nod[@]}" -o $T/c --steps 4
 run $P train "${common[@]}" "${nod[@]}" -o $T/d --steps 4 --micro-batch 2
 run $TESTTOOL st-diff $T/c/checkpoints/step-00000004/model.safetensors $T/d/checkpoints/step-00000004/model.safetensors
-awk '{ exit !($2 < 1e-5) }' $T/out
-verdict "4 micro-batches of 2 give the weights of one batch of 8 ($(cat $T/out))"
+# (the figure read first: a command substitution in verdict's argument would set the $? it reads)
+d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+verdict "4 micro-batches of 2 give the weights of one batch of 8 ($d)"
 if have_mpi; then
     mpi_run -np 2 $P train "${common[@]}" "${nod[@]}" -o $T/e --steps 4
     run $TESTTOOL st-diff $T/c/checkpoints/step-00000004/model.safetensors $T/e/checkpoints/step-00000004/model.safetensors
-    awk '{ exit !($2 < 1e-5) }' $T/out
-    verdict "two ranks give the weights of one process ($(cat $T/out))"
+    d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+    verdict "two ranks give the weights of one process ($d)"
 else
     skip "two ranks give the weights of one process" "$NO_MPI"
 fi
@@ -80,9 +81,10 @@ run $P eval --checkpoint $T/c/checkpoints/step-00000004 --data $T/shards --threa
 cp $T/out $T/evalc
 field() { sed "s/.*\"$2\":\([^,}]*\).*/\1/" "$1"; }
 run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --probe $T/c.probe
+d="AUC $(field $T/out val_disc_auc), own $(field $T/eval1 val_disc_auc)"
 [ $rc = 0 ] && has $T/out '"val_disc_auc":0.' && [ "$(field $T/out val_replaced)" = "$(field $T/evalc val_replaced)" ] &&
     [ "$(field $T/out val_loss)" = "$(field $T/eval1 val_loss)" ] && [ "$(field $T/out tokens)" = "$(field $T/eval1 tokens)" ]
-verdict "cross-evaluation: a discriminator scored on another run's corruption (its replaced fraction; AUC $(field $T/out val_disc_auc), own $(field $T/eval1 val_disc_auc))"
+verdict "cross-evaluation: a discriminator scored on another run's corruption (its replaced fraction; $d)"
 if have_mpi; then
     cp $T/out $T/evalac
     mpi_run -np 2 $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --probe $T/c.probe
