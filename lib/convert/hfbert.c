@@ -281,6 +281,16 @@ void tupe_hf_config_fields(json_t *j, const tupe_config *c, const tupe_vocab *v,
     json_object_set_new(j, "tupe_version", json_string(tupe_version()));
 }
 
+void tupe_hf_tupe_fields(json_t *j, const tupe_config *c)
+{
+    json_object_set_new(j, "position_embedding_type", json_string(tupe_position_name(c->position)));
+    json_object_set_new(j, "untie_cls", json_boolean(c->untie_cls));
+    json_object_set_new(j, "attn_scale_factor", json_integer(scale_factor(c)));
+    json_object_set_new(j, "rel_pos_buckets", json_integer(c->rel_pos_buckets));
+    json_object_set_new(j, "max_rel_pos", json_integer(c->max_rel_pos));
+    json_object_set_new(j, "activation_dropout", json_real(c->activation_dropout));
+}
+
 static json_t *export_config(export_ctx *x)
 {
     const tupe_config *c = x->c;
@@ -298,12 +308,7 @@ static json_t *export_config(export_ctx *x)
         json_object_set_new(j, "embedding_size", json_integer(c->hidden_size));
         json_object_set_new(j, "rotary_value", json_false());
     } else {
-        json_object_set_new(j, "position_embedding_type", json_string(tupe_position_name(c->position)));
-        json_object_set_new(j, "untie_cls", json_boolean(c->untie_cls));
-        json_object_set_new(j, "attn_scale_factor", json_integer(scale_factor(c)));
-        json_object_set_new(j, "rel_pos_buckets", json_integer(c->rel_pos_buckets));
-        json_object_set_new(j, "max_rel_pos", json_integer(c->max_rel_pos));
-        json_object_set_new(j, "activation_dropout", json_real(c->activation_dropout));
+        tupe_hf_tupe_fields(j, c);
         /* transformers runs the variants with the code written beside (trust_remote_code). */
         json_object_set_new(j, "auto_map", json_pack(
             "{s:s,s:s,s:s,s:s}", "AutoConfig", "configuration_tupe.TupeConfig", "AutoModel",
@@ -348,16 +353,17 @@ static int copy_file(const char *from, const char *to, tupe_err *e)
 }
 
 /* The Python that transformers runs for model_type "tupe", from share/tupe/hf/. */
-static int export_code(tupe_dirtx *tx, tupe_err *e)
+int tupe_hf_write_code(const char *dir, int electra, tupe_err *e)
 {
-    static const char *const files[] = {"configuration_tupe.py", "modeling_tupe.py"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    static const char *const files[] = {"configuration_tupe.py", "modeling_tupe.py",
+                                        "modeling_tupe_electra.py"};
+    for (size_t i = 0; i < (electra ? 3 : 2); i++) {
         char rel[64], from[PATH_MAX], to[PATH_MAX];
         snprintf(rel, sizeof rel, "hf/%s", files[i]);
         if (tupe_share_path(rel, from, sizeof from))
             return tupe_fail(e, TUPE_ENOINPUT, "%s: not found (tupe's share/tupe/hf is not "
                              "installed beside the program)", from);
-        snprintf(to, sizeof to, "%s", tupe_dirtx_file(tx, files[i]));
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
         int rc = copy_file(from, to, e);
         if (rc)
             return rc;
@@ -443,10 +449,10 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         return rc;
     x.c = &x.cfg;
     int pair = tupe_cfg_pair(x.c);
-    if (pair && x.c->position != TUPE_POS_BERT_A) {
+    if (pair && x.c->position >= TUPE_POS_ROPE) {
         rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: an ELECTRA pair with %s positions: "
                        "transformers' ELECTRA classes compute BERT-A's learned table only, and "
-                       "tupe's remote-code model has no ELECTRA heads", ckpt,
+                       "tupe's remote-code model the TUPE paper's variants", ckpt,
                        tupe_position_name(x.c->position));
         goto out;
     }
@@ -509,14 +515,14 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         if ((rc = tupe_hf_write_json(path, cfg, e)) ||
             (rc = tupe_hf_write_tokenizer(tupe_dirtx_tmp(tx), x.v, o, x.state,
                                           x.c->max_position, x.c->type_vocab_size, e)) ||
-            (!x.bert && !x.roformer && (rc = export_code(tx, e))))
+            (!x.bert && !x.roformer && (rc = tupe_hf_write_code(tupe_dirtx_tmp(tx), 0, e))))
             goto out;
     }
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;
     if (!rc)
         tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: model_type \"%s\" (%s), %zu parameters, %s",
-             dir, pair ? "electra" : export_type(&x), tupe_position_name(x.c->position),
+             dir, !pair ? export_type(&x) : x.bert ? "electra" : "tupe", tupe_position_name(x.c->position),
              x.lay.nparams, dtype_torch(o->dtype));
 out:
     tupe_dirtx_abort(tx);
@@ -582,6 +588,8 @@ static const char *get_str(import_ctx *x, const char *key, const char *def)
     json_t *v = json_object_get(x->j, key);
     return json_is_string(v) ? json_string_value(v) : v ? NULL : def;
 }
+
+static int tupe_fields(import_ctx *x, tupe_err *e);
 
 /* The configuration from config.json (transformers' BertConfig defaults for absent fields). */
 static int read_config(import_ctx *x, tupe_err *e)
@@ -653,7 +661,15 @@ static int read_config(import_ctx *x, tupe_err *e)
                              "%d: the projection between them (embeddings_project) is not part "
                              "of a tupe model", x->cfgpath, es, c->hidden_size);
     }
-    if (x->tupe) {
+    return x->tupe ? tupe_fields(x, e) : 0;
+}
+
+/* The fields of model_type "tupe" beyond BERT's. */
+static int tupe_fields(import_ctx *x, tupe_err *e)
+{
+    tupe_config *c = &x->c;
+    int rc;
+    {
         json_t *u = json_object_get(x->j, "untie_cls");
         if (u && !json_is_boolean(u))
             return cfg_err(x, e, "untie_cls", "true or false");
@@ -670,6 +686,17 @@ static int read_config(import_ctx *x, tupe_err *e)
                              tupe_position_name(c->position), scale_factor(c));
     }
     return 0;
+}
+
+int tupe_hf_read_config(json_t *j, const char *cfgpath, tupe_config *c, tupe_err *e)
+{
+    import_ctx x;
+    memset(&x, 0, sizeof x);
+    x.j = j;
+    snprintf(x.cfgpath, sizeof x.cfgpath, "%s", cfgpath);
+    int rc = read_config(&x, e);
+    *c = x.c;
+    return rc;
 }
 
 /* Hugging Face spellings into ours: the "bert." prefix of a bare BertModel, and TensorFlow's

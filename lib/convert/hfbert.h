@@ -68,6 +68,14 @@ int tupe_hf_write_json(const char *path, const json_t *v, tupe_err *e);
  * type_vocab_size 1 with zero_type_row (the all-zero row written for a model without types). */
 void tupe_hf_config_fields(json_t *j, const tupe_config *c, const tupe_vocab *v, int dtype,
                            int zero_type_row);
+/* model_type "tupe"'s fields beyond BERT's (the variant, untie_cls, attn_scale_factor, the
+ * relative buckets, activation_dropout), and the remote code beside config.json
+ * (configuration_tupe.py, modeling_tupe.py; with electra, modeling_tupe_electra.py). */
+void tupe_hf_tupe_fields(json_t *j, const tupe_config *c);
+int tupe_hf_write_code(const char *dir, int electra, tupe_err *e);
+/* A config.json's configuration as import reads it (model_type bert, roformer or tupe; the
+ * message names cfgpath). */
+int tupe_hf_read_config(json_t *j, const char *cfgpath, tupe_config *c, tupe_err *e);
 int tupe_hf_write_tokenizer(const char *dir, const tupe_vocab *v, const tupe_hf_export_opts *o,
                             const json_t *state, int max_position, int types, tupe_err *e);
 

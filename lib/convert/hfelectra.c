@@ -32,10 +32,23 @@ static const struct { const char *ours, *hf; int net; } names[] = {
     {"generator_lm_head.", "generator_lm_head.", NET_G},
 };
 
-/* The network of a pair's tensor (NET_D, NET_G, NET_BOTH) and its Hugging Face name; -1 for
- * a tensor without one (the positional terms of the other encodings). */
-static int hf_name(const char *ours, char *hf, size_t cap)
+/* The network of a pair's tensor (NET_D, NET_G, NET_BOTH) and its Hugging Face name (tupe:
+ * the remote-code model's); -1 for a tensor without one. */
+static int hf_name(const char *ours, int tupe, char *hf, size_t cap)
 {
+    if (tupe) { /* tupe's BERT names under bert. (convert/hfbert.h), the heads ELECTRA's */
+        int net = strncmp(ours, "generator.", 10) == 0 ? NET_G : NET_D;
+        const char *n = net == NET_G ? ours + 10 : ours;
+        if (strncmp(n, "generator_predictions.", 22) == 0)
+            return snprintf(hf, cap, "cls.predictions.transform.%s", n + 22), NET_G;
+        if (strcmp(n, "generator_lm_head.bias") == 0)
+            return snprintf(hf, cap, "cls.predictions.bias"), NET_G;
+        if (strncmp(n, "discriminator_predictions.", 26) == 0 || strncmp(n, "embeddings_project.", 19) == 0)
+            return snprintf(hf, cap, "%s%s", n[0] == 'e' ? "bert." : "", n), net;
+        if (tupe_hf_name(n, hf, cap))
+            return -1;
+        return net == NET_D && strncmp(n, "embeddings.", 11) == 0 ? NET_BOTH : net;
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i].ours);
         if (strncmp(ours, names[i].ours, n) == 0) {
@@ -59,7 +72,7 @@ static int add(tupe_stw *w, const char *name, int to, int ndim, const uint64_t *
 }
 
 static int write_net(const char *path, int net, tupe_tset *s, const tupe_layout *lay,
-                     const tupe_config *pair, int to, tupe_err *e)
+                     const tupe_config *pair, int tupe, int to, tupe_err *e)
 {
     size_t most = (size_t)tupe_cfg_emb(pair);
     for (size_t i = 0; i < lay->count; i++)
@@ -70,7 +83,7 @@ static int write_net(const char *path, int net, tupe_tset *s, const tupe_layout 
     for (size_t i = 0; i < lay->count && !rc; i++) {
         const tupe_param *p = &lay->t[i];
         char hf[TUPE_PARAM_NAME + 16];
-        int k = hf_name(p->name, hf, sizeof hf);
+        int k = hf_name(p->name, tupe, hf, sizeof hf);
         if (k < 0)
             rc = tupe_fail(e, TUPE_EFAIL, "parameter '%s' has no Hugging Face name", p->name);
         if (k < 0 || (k != net && k != NET_BOTH))
@@ -80,7 +93,7 @@ static int write_net(const char *path, int net, tupe_tset *s, const tupe_layout 
         const void *data = tupe_tset_raw(s, p->name, p->ndim, shape, &dt, e);
         rc = data ? add(w, hf, to, p->ndim, shape, dt, data, buf, p->numel, e) : e->code;
     }
-    if (!rc && pair->type_vocab_size == 0) {
+    if (!rc && !tupe && pair->type_vocab_size == 0) {
         /* ElectraEmbeddings always adds a token-type row: one of zeros adds nothing */
         uint64_t shape[2] = {1, (uint64_t)tupe_cfg_emb(pair)};
         memset(buf, 0, shape[1] * sizeof *buf);
@@ -93,16 +106,32 @@ static int write_net(const char *path, int net, tupe_tset *s, const tupe_layout 
     return rc;
 }
 
-static json_t *net_config(const tupe_config *c, const tupe_config *pair, int net,
+static json_t *net_config(const tupe_config *c, const tupe_config *pair, int net, int tupe,
                           const tupe_vocab *v, int dtype)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "architectures", json_pack("[s]", net == NET_D ? "ElectraForPreTraining"
-                                                                          : "ElectraForMaskedLM"));
-    json_object_set_new(j, "model_type", json_string("electra"));
-    tupe_hf_config_fields(j, c, v, dtype, c->type_vocab_size == 0);
+    const char *arch = net == NET_D ? "ForPreTraining" : "ForMaskedLM";
+    char a[64];
+    snprintf(a, sizeof a, "%sElectra%s", tupe ? "Tupe" : "", arch);
+    json_object_set_new(j, "architectures", json_pack("[s]", a));
+    json_object_set_new(j, "model_type", json_string(tupe ? "tupe" : "electra"));
+    tupe_hf_config_fields(j, c, v, dtype, !tupe && c->type_vocab_size == 0);
     json_object_set_new(j, "embedding_size", json_integer(tupe_cfg_emb(pair)));
-    json_object_set_new(j, "position_embedding_type", json_string("absolute"));
+    if (tupe) {
+        tupe_hf_tupe_fields(j, c);
+        /* transformers runs them with the code written beside (trust_remote_code) */
+        char m[96];
+        snprintf(m, sizeof m, "modeling_tupe_electra.%s", a);
+        json_t *am = json_pack("{s:s,s:s,s:s}", "AutoConfig", "configuration_tupe.TupeConfig",
+                               "AutoModel", "modeling_tupe_electra.TupeElectraModel",
+                               net == NET_D ? "AutoModelForPreTraining" : "AutoModelForMaskedLM", m);
+        if (net == NET_D) /* tupe's head (dense, tanh) on the discriminator's encoder */
+            json_object_set_new(am, "AutoModelForSequenceClassification",
+                                json_string("modeling_tupe_electra.TupeElectraForSequenceClassification"));
+        json_object_set_new(j, "auto_map", am);
+    } else {
+        json_object_set_new(j, "position_embedding_type", json_string("absolute"));
+    }
     /* the pair's own fraction, which the widths alone give only up to rounding */
     json_object_set_new(j, "tupe_generator_hidden_size", json_real(pair->generator_hidden_size));
     return j;
@@ -118,6 +147,7 @@ int tupe_hfelectra_write(const char *dir, tupe_tset *s, const tupe_config *pair,
         return rc;
     tupe_config cfg[2];
     tupe_electra_configs(pair, &cfg[NET_G], &cfg[NET_D]);
+    int tupe = pair->position != TUPE_POS_BERT_A; /* the remote-code model */
     for (int net = 0; net < 2 && !rc; net++) {
         char sub[PATH_MAX], path[PATH_MAX + 32];
         snprintf(sub, sizeof sub, "%s/%s", dir, NET_DIR[net]);
@@ -126,9 +156,10 @@ int tupe_hfelectra_write(const char *dir, tupe_tset *s, const tupe_config *pair,
             break;
         }
         snprintf(path, sizeof path, "%s/model.safetensors", sub);
-        if ((rc = write_net(path, net, s, &lay, pair, o->dtype, e)))
+        if ((rc = write_net(path, net, s, &lay, pair, tupe, o->dtype, e)) ||
+            (tupe && (rc = tupe_hf_write_code(sub, 1, e))))
             break;
-        json_t *j = net_config(&cfg[net], pair, net, v, o->dtype);
+        json_t *j = net_config(&cfg[net], pair, net, tupe, v, o->dtype);
         snprintf(path, sizeof path, "%s/config.json", sub);
         rc = tupe_hf_write_json(path, j, e);
         json_decref(j);
@@ -158,7 +189,7 @@ typedef struct net {
 
 typedef struct import_ctx {
     net n[2];
-    int types;           /* the pair's type_vocab_size */
+    int tupe;            /* model_type "tupe": the remote-code model */
 } import_ctx;
 
 static int bad(const net *n, tupe_err *e, const char *key, const char *want)
@@ -186,8 +217,9 @@ static int real_of(const net *n, const char *key, double def, double *out, tupe_
     return *out = json_number_value(v), 0;
 }
 
-/* One directory's config.json as a plain configuration (ElectraConfig's defaults). */
-static int read_net(net *n, const char *src, int k, tupe_err *e)
+/* One directory's config.json as a plain configuration (ElectraConfig's defaults; a
+ * model_type "tupe" one as import --from hf reads it). */
+static int read_net(net *n, const char *src, int k, int *tupe, tupe_err *e)
 {
     snprintf(n->dir, sizeof n->dir, "%s/%s", src, NET_DIR[k]);
     snprintf(n->cfgpath, sizeof n->cfgpath, "%s/config.json", n->dir);
@@ -205,8 +237,17 @@ static int read_net(net *n, const char *src, int k, tupe_err *e)
     if (!json_is_object(n->j))
         return tupe_fail(e, TUPE_EDATA, "%s: expected a JSON object", n->cfgpath);
     const char *mt = json_string_value(json_object_get(n->j, "model_type"));
+    *tupe = mt && strcmp(mt, "tupe") == 0;
+    if (*tupe) {
+        int emb;
+        if ((rc = tupe_hf_read_config(n->j, n->cfgpath, &n->c, e)) ||
+            (rc = int_of(n, "embedding_size", n->c.hidden_size, &emb, e)))
+            return rc;
+        n->c.embedding_size = emb;
+        return tupe_tset_open_path(&n->s, n->dir, e);
+    }
     if (!mt || strcmp(mt, "electra") != 0)
-        return bad(n, e, "model_type", "\"electra\"");
+        return bad(n, e, "model_type", "\"electra\" or \"tupe\"");
     const char *act = json_string_value(json_object_get(n->j, "hidden_act"));
     if (json_object_get(n->j, "hidden_act") && (!act || strcmp(act, "gelu") != 0))
         return bad(n, e, "hidden_act", "\"gelu\" (the exact erf GELU, the only one tupe computes)");
@@ -257,13 +298,17 @@ static int pair_config(import_ctx *x, tupe_config *pair, tupe_err *e)
     tupe_electra_configs(pair, &want, &disc);
     static const char *const keys[] = {"hidden_size", "num_attention_heads", "intermediate_size",
                                        "num_hidden_layers", "vocab_size", "embedding_size",
-                                       "max_position_embeddings", "type_vocab_size"};
+                                       "max_position_embeddings", "type_vocab_size",
+                                       "position_embedding_type", "untie_cls",
+                                       "rel_pos_buckets", "max_rel_pos"};
     const int have[] = {g->c.hidden_size, g->c.num_heads, g->c.intermediate_size,
                         g->c.num_layers, g->c.vocab_size, g->c.embedding_size,
-                        g->c.max_position, g->c.type_vocab_size};
+                        g->c.max_position, g->c.type_vocab_size, g->c.position, g->c.untie_cls,
+                        g->c.rel_pos_buckets, g->c.max_rel_pos};
     const int exp[] = {want.hidden_size, want.num_heads, want.intermediate_size, want.num_layers,
                        want.vocab_size, tupe_cfg_emb(pair), want.max_position,
-                       d->c.type_vocab_size};
+                       d->c.type_vocab_size, d->c.position, d->c.untie_cls,
+                       d->c.rel_pos_buckets, d->c.max_rel_pos};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         if (have[k] != exp[k])
             return tupe_fail(e, TUPE_EDATA, "%s: \"%s\" %d, but a tupe pair's generator with "
@@ -279,7 +324,7 @@ static int pair_config(import_ctx *x, tupe_config *pair, tupe_err *e)
 /* One all-zero token-type row in both (what the export writes): no token types. */
 static int zero_types(import_ctx *x, tupe_config *pair, tupe_err *e)
 {
-    if (pair->type_vocab_size != 1)
+    if (x->tupe || pair->type_vocab_size != 1)
         return 0;
     int E = tupe_cfg_emb(pair), zero = 1, rc = 0;
     float *row = malloc((size_t)E * sizeof *row);
@@ -300,7 +345,7 @@ static int fill(void *ctx, const tupe_param *p, float *dst, tupe_err *e)
 {
     import_ctx *x = ctx;
     char hf[TUPE_PARAM_NAME + 16];
-    int k = hf_name(p->name, hf, sizeof hf);
+    int k = hf_name(p->name, x->tupe, hf, sizeof hf);
     if (k < 0)
         return tupe_fail(e, TUPE_EFAIL, "parameter '%s' has no Hugging Face name", p->name);
     uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
@@ -329,12 +374,13 @@ static int shared_copies(import_ctx *x, tupe_model *m, const tupe_config *pair, 
     int rc = tupe_electra_layout(&lay, pair, e);
     for (size_t i = 0; !rc && i < lay.count; i++) {
         char hf[TUPE_PARAM_NAME + 16];
-        if (hf_name(lay.t[i].name, hf, sizeof hf) == NET_BOTH)
+        if (hf_name(lay.t[i].name, x->tupe, hf, sizeof hf) == NET_BOTH)
             rc = check_copy(x, m, hf, lay.t[i].name, e);
     }
     tupe_layout_free(&lay);
     if (!rc)
-        rc = check_copy(x, m, "generator_lm_head.weight", "embeddings.word_embeddings.weight", e);
+        rc = check_copy(x, m, x->tupe ? "cls.predictions.decoder.weight" : "generator_lm_head.weight",
+                        "embeddings.word_embeddings.weight", e);
     for (int k = 0; !rc && k < 2; k++) {
         long t = tupe_tset_find(x->n[k].s, TT), u;
         if (t >= 0 && pair->type_vocab_size == 0) /* the zero row: read, nothing to keep */
@@ -342,8 +388,8 @@ static int shared_copies(import_ctx *x, tupe_model *m, const tupe_config *pair, 
         if ((u = tupe_tset_unused(x->n[k].s)) >= 0)
             rc = tupe_fail_tensor(e, TUPE_EDATA, tupe_tset_file(x->n[k].s, (size_t)u),
                                   tupe_tset_orig(x->n[k].s, (size_t)u), "no place for it in a "
-                                  "tupe ELECTRA pair (BERT-A, %s)", k == NET_D ? "ElectraForPreTraining"
-                                                                          : "ElectraForMaskedLM");
+                                  "tupe ELECTRA pair (%s, %s)", tupe_position_name(pair->position),
+                                  k == NET_D ? "discriminator" : "generator");
     }
     return rc;
 }
@@ -356,21 +402,26 @@ int tupe_hfelectra_import(const char *src, const char *ckpt, const tupe_hf_impor
     tupe_model *m = NULL;
     tupe_config pair;
     char *state = NULL;
-    int rc = read_net(&x.n[NET_D], src, NET_D, e);
+    int gt = 0;
+    int rc = read_net(&x.n[NET_D], src, NET_D, &x.tupe, e);
     if (!rc)
-        rc = read_net(&x.n[NET_G], src, NET_G, e);
+        rc = read_net(&x.n[NET_G], src, NET_G, &gt, e);
+    if (!rc && gt != x.tupe)
+        rc = tupe_fail(e, TUPE_EDATA, "%s: model_type \"%s\", the discriminator's \"%s\"",
+                       x.n[NET_G].cfgpath, gt ? "tupe" : "electra", x.tupe ? "tupe" : "electra");
     if (!rc && !(rc = pair_config(&x, &pair, e)) && !(rc = zero_types(&x, &pair, e)) &&
         !(rc = tupe_config_check(&pair, 1, e)) &&
         !(rc = tupe_import_build(&m, &pair, o->seed, fill, &x, e)) &&
         !(rc = shared_copies(&x, m, &pair, e))) {
         json_t *st = json_pack("{s:s,s:s,s:s}", "imported_from", "hf", "source", src,
-                               "model_type", "electra");
+                               "model_type", x.tupe ? "tupe" : "electra");
         state = st ? json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(st);
         rc = state ? tupe_ckpt_save(ckpt, m, NULL, state, e) : tupe_fail(e, TUPE_EFAIL, "out of memory");
         if (!rc)
-            tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: an ELECTRA pair (bert-a), %zu "
-                      "parameters", ckpt, tupe_model_layout(m)->nparams);
+            tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: an ELECTRA pair (%s), %zu "
+                      "parameters", ckpt, tupe_position_name(pair.position),
+                      tupe_model_layout(m)->nparams);
     }
     free(state);
     tupe_import_free(m);

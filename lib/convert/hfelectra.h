@@ -21,12 +21,17 @@
  *   generator.encoder.*                    electra.encoder.* (G)
  *   generator_predictions.*, generator_lm_head.bias    the same (G)
  *
- * BERT-A pairs only: ELECTRA's classes add a learned position table and nothing else, and
- * the remote-code model of the other encodings (share/tupe/hf) has no ELECTRA heads. Without
- * token types each directory gets one all-zero token-type row, which adds nothing. Import
- * reads such a directory pair back into the pair bit for bit: the generator's copy of the
- * shared tables must equal the discriminator's, and its configuration must be the one tupe
- * derives from the discriminator's (depth, width / 64 heads, FFN 4 x width). */
+ * A BERT-A pair is transformers' own ELECTRA (model_type "electra"). The TUPE paper's other
+ * variants (BERT-R, BERT-Ad, TUPE-A, TUPE-R) are the remote-code model (model_type "tupe",
+ * share/tupe/hf/modeling_tupe_electra.py beside modeling_tupe.py): tupe's names under
+ * "bert." as convert/hfbert.h has them, bert.embeddings_project.*, the discriminator's
+ * discriminator_predictions.* and the generator's head as cls.predictions.transform.* and
+ * cls.predictions.bias (TupeElectraForPreTraining, TupeElectraForMaskedLM). RoPE, ALiBi and
+ * NoPE pairs are refused. Without token types an "electra" directory gets one all-zero
+ * token-type row, which adds nothing. Import reads such a directory pair back into the pair
+ * bit for bit: the generator's copy of the shared tables must equal the discriminator's, and
+ * its configuration must be the one tupe derives from the discriminator's (depth, width / 64
+ * heads, FFN 4 x width, the same encoding). */
 #ifndef TUPE_HFELECTRA_H
 #define TUPE_HFELECTRA_H
 

@@ -2,8 +2,9 @@
 # tupe-convert export --to hf of ELECTRA pairs, against what transformers computed from it
 # (tests/reference/make_hfelectra_fixtures.py): the export is the directory pair transformers
 # read (its files' hashes), tupe's logits of each network equal ElectraForPreTraining's and
-# ElectraForMaskedLM's on a padded batch, the pair imports back bit for bit, and directories
-# that are not a tupe pair are refused naming the field or the tensor.
+# ElectraForMaskedLM's (TUPE-R: the remote-code model's) on a padded batch, the pair imports
+# back bit for bit, and directories that are not a tupe pair are refused naming the field or
+# the tensor.
 . "$(dirname "$0")/lib.sh"
 F=$TUPE_SRC/tests/fixtures/electra/hf
 CV=$TUPE_SRC/tests/fixtures/convert
@@ -24,10 +25,12 @@ files() {
     done
 }
 
-for case in pair pair-types; do
+for case in pair pair-types pair-tupe-r; do
     run $C export --to hf $F/$case -o $T/$case-hf --vocab $CV/vocab.txt
-    [ $rc = 0 ] && diff <(files $T/$case-hf) $F/$case.files >$T/out && has $T/$case-hf/discriminator/config.json '"ElectraForPreTraining"' &&
-        has $T/$case-hf/generator/config.json '"ElectraForMaskedLM"'
+    arch=Electra
+    [ $case = pair-tupe-r ] && arch=TupeElectra
+    [ $rc = 0 ] && diff <(files $T/$case-hf) $F/$case.files >$T/out && has $T/$case-hf/discriminator/config.json "\"${arch}ForPreTraining\"" &&
+        has $T/$case-hf/generator/config.json "\"${arch}ForMaskedLM\""
     verdict "$case: the export is the pair of directories transformers read"
     in=$CV/input.safetensors
     [ $case = pair-types ] && in=$TUPE_SRC/tests/fixtures/roformer/input-types.safetensors
@@ -59,9 +62,9 @@ rm -r $T/mixed/generator
 run $C import --from hf $T/mixed -o $T/mixed-ck
 [ $rc = 66 ] && has $T/err "mixed/generator/config.json"
 verdict "a discriminator without its generator: exit 66 naming what is missing"
-sed -i 's/"position": "bert-a"/"position": "tupe-r"/' $T/p.json
-run $MT init --model $T/p.json --vocab-size 60 --seed 23 --types 0 -o $T/tr
-run $C export --to hf $T/tr -o $T/tr-hf --vocab $CV/vocab.txt
-[ $rc = 2 ] && has $T/err "an ELECTRA pair with tupe-r positions" && [ ! -e $T/tr-hf ]
-verdict "a TUPE-R pair: refused, saying why"
+sed -i 's/"position": "bert-a"/"position": "alibi"/' $T/p.json
+run $MT init --model $T/p.json --vocab-size 60 --seed 23 --types 0 -o $T/al
+run $C export --to hf $T/al -o $T/al-hf --vocab $CV/vocab.txt
+[ $rc = 2 ] && has $T/err "an ELECTRA pair with alibi positions" && [ ! -e $T/al-hf ]
+verdict "an ALiBi pair: refused, saying why (no transformers class computes it)"
 exit $_failed

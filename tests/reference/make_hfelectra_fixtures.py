@@ -15,6 +15,9 @@ Writes, for each CASE:
                    (16 wide, 1 head, FFN 64), no token types, seed 21
   pair-types       embedding_size 32 (no projection in the discriminator; 32 -> 8 in the
                    generator), generator 0.25, 2 token types, seed 22
+  pair-tupe-r      as pair with TUPE-R in both networks (the TUPE paper's Table 4), seed 24:
+                   the remote-code model (share/tupe/hf/modeling_tupe_electra.py, loaded with
+                   trust_remote_code through AutoModelForPreTraining / AutoModelForMaskedLM)
   CASE/            the checkpoint
   CASE.files       sha256 of every file the export writes (config.json without its
                    tupe_version line), discriminator/ and generator/
@@ -24,8 +27,8 @@ Writes, for each CASE:
   CASE.gen.safetensors   "logits" [valid, 60]: ElectraForMaskedLM's, the same rows
   VERSIONS         the package versions used, the largest differences measured
 Checks on the way: each class loads the export with nothing missing or unexpected
-(ElectraModel: only the discriminator's head unexpected; AutoModelForSequenceClassification:
-only its new classifier missing), padding changes no logit, the generator's output layer is
+(ElectraModel / AutoModel: only the discriminator's head unexpected;
+AutoModelForSequenceClassification: only its new classifier missing), padding changes no logit, the generator's output layer is
 the word table, and tupe's own logits (tupe-modeltool logits --network) are within 1e-4.
 """
 import argparse
@@ -48,8 +51,9 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "electra", "hf")
 CONV = os.path.join(ROOT, "tests", "fixtures", "convert")
 ROF = os.path.join(ROOT, "tests", "fixtures", "roformer")
 V = 60
-CASES = (("pair", 21, dict(embedding_size=24, generator_hidden_size=0.5), 0),
-         ("pair-types", 22, dict(embedding_size=32, generator_hidden_size=0.25), 2))
+CASES = (("pair", 21, dict(embedding_size=24, generator_hidden_size=0.5), 0, "bert-a"),
+         ("pair-types", 22, dict(embedding_size=32, generator_hidden_size=0.25), 2, "bert-a"),
+         ("pair-tupe-r", 24, dict(embedding_size=24, generator_hidden_size=0.5), 0, "tupe-r"))
 
 
 def run(*cmd, **kw):
@@ -71,7 +75,8 @@ def export_files(d):
 
 
 def load(cls, d, allow_missing=(), allow_unexpected=()):
-    m, info = cls.from_pretrained(d, output_loading_info=True, attn_implementation="eager")
+    m, info = cls.from_pretrained(d, output_loading_info=True, attn_implementation="eager",
+                                  trust_remote_code=True)
     for key, allowed in (("missing_keys", allow_missing), ("unexpected_keys", allow_unexpected),
                          ("mismatched_keys", ())):
         bad = [k for k in info.get(key, ()) if not any(k.startswith(a) for a in allowed)]
@@ -98,7 +103,8 @@ def save_logits(path, x):
 
 
 def main():
-    from transformers import (AutoModelForSequenceClassification, ElectraForMaskedLM,
+    from transformers import (AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining,
+                              AutoModelForSequenceClassification, ElectraForMaskedLM,
                               ElectraForPreTraining, ElectraModel)
     import safetensors
     import transformers
@@ -117,9 +123,9 @@ def main():
     tiny = json.load(open(os.path.join(CONV, "tiny.json")))
     worst = {}
     with tempfile.TemporaryDirectory() as d:
-        for name, seed, extra, ntypes in CASES:
+        for name, seed, extra, ntypes, position in CASES:
             mj = os.path.join(d, name + ".json")
-            json.dump(dict(tiny, position="bert-a", **extra), open(mj, "w"))
+            json.dump(dict(tiny, position=position, **extra), open(mj, "w"))
             ck = os.path.join(OUT, name)
             run(tool, "init", "--model", mj, "--vocab-size", V, "--seed", seed, "--types", ntypes,
                 "-o", ck, stdout=subprocess.DEVNULL)
@@ -132,11 +138,15 @@ def main():
             ids, lengths = x["input.ids"].numpy(), x["input.lengths"].numpy()
             types = x["input.types"].numpy() if ntypes else np.zeros_like(ids)
             dd, gd = os.path.join(hf, "discriminator"), os.path.join(hf, "generator")
-            disc = load(ElectraForPreTraining, dd)
-            gen = load(ElectraForMaskedLM, gd)
-            assert gen.generator_lm_head.weight.data_ptr() == gen.electra.embeddings.word_embeddings.weight.data_ptr()
-            load(ElectraModel, dd, allow_unexpected=("discriminator_predictions.",))
-            load(AutoModelForSequenceClassification, dd, allow_missing=("classifier.",),
+            electra = position == "bert-a"
+            disc = load(ElectraForPreTraining if electra else AutoModelForPreTraining, dd)
+            gen = load(ElectraForMaskedLM if electra else AutoModelForMaskedLM, gd)
+            assert type(disc).__name__ == ("" if electra else "Tupe") + "ElectraForPreTraining"
+            if electra:
+                assert gen.generator_lm_head.weight.data_ptr() == gen.electra.embeddings.word_embeddings.weight.data_ptr()
+            load(ElectraModel if electra else AutoModel, dd, allow_unexpected=("discriminator_predictions.",))
+            # a new head: ELECTRA's classifier.*, tupe's pooler (dense + tanh) and classifier
+            load(AutoModelForSequenceClassification, dd, allow_missing=("classifier.", "bert.pooler."),
                  allow_unexpected=("discriminator_predictions.",))
             for net, model in (("disc", disc), ("gen", gen)):
                 lg = valid_rows(model, ids, lengths, types)
