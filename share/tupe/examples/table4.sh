@@ -28,12 +28,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 share=$(cd "$here/.." && pwd)
-corpus=${1:-}
-if [ -z "$corpus" ]; then
-    for c in "$share/../../../shared/data/corpus/debian-104m.txt.zst" "$share/sample/corpus.txt.zst"; do
-        [ -r "$c" ] && { corpus=$c; break; }
-    done
-fi
+# shellcheck source=corpus.sh
+. "$here/corpus.sh"
+corpus=${1:-$(default_corpus "$share")}
 out=${2:-table4}
 BUDGET=${BUDGET:-mini}
 mkdir -p "$out"
