@@ -22,7 +22,7 @@ enum {
     O_EXCL, O_DROPOUT, O_ATTN_DROPOUT, O_MASK_PROB, O_LOG, O_EVAL, O_EVAL_SEQ, O_SAVE, O_KEEP,
     O_KEEP_STEP, O_RESUME, O_STOP_AFTER, O_MAX_TIME, O_SKIP, O_DEVICE, O_PRECISION, O_PREFETCH, O_FORMAT,
     O_TB, O_NO_TB, O_ZERO, O_BUCKET, O_GRAD_REDUCE, O_SEQLEN, O_POS_BUCKET, O_ROPE_SCALING,
-    O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT, O_RECIPE
+    O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT, O_RECIPE, O_PROBE, O_WRITE_PROBE
 };
 
 #define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
@@ -84,6 +84,8 @@ static const tupe_opt eval_opts[] = {
     {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope; refused where a learned table has no rows", NULL},
     {O_POS_BUCKET, "bucket", 0, TUPE_REQARG, "W", "also the loss of every W positions (0 = none;\ndefault: 0)", NULL},
     {O_ROPE_SCALING, "rope-scaling", 0, TUPE_REQARG, "MODE:F", "RoPE's angles past the trained length: pi:F\n(positions / F) or ntk:F (base x F^(d/(d-2)))", NULL},
+    {O_WRITE_PROBE, "write-probe", 0, TUPE_REQARG, "FILE", "ELECTRA: write the probe scored (the corrupted\nsequences, labels, masks; one process)", "out:file"},
+    {O_PROBE, "probe", 0, TUPE_REQARG, "FILE", "ELECTRA: score the discriminator on this probe\n(another run's corruption) instead of its own\ngenerator's; the probe fixes masks and noise", "file"},
     TUPE_DEVICEARG_OPTS(O_DEVICE, O_PRECISION),
     TUPE_OPT_FORMAT_JSON(O_FORMAT),
     {0, NULL, 0, 0, NULL, NULL, NULL}};
@@ -98,7 +100,9 @@ static const tupe_cmd cmds[] = {
      "steps, linear decay to 0, clipping at 1.0, batches of 256 sequences, 15% of positions\n"
      "masked (80% [MASK], 10% random, 10% kept), new masks every epoch.", train_opts, NULL, cmd_train},
     {"eval", NULL, "validation loss and accuracy of a checkpoint",
-     "Uses fixed masks (from --seed), so that numbers compare across checkpoints and variants.",
+     "Uses fixed masks (from --seed), so that numbers compare across checkpoints and variants.\n"
+     "An ELECTRA pair's discriminator is scored on its generator's samples (fixed noise);\n"
+     "--write-probe keeps that corruption, --probe scores on one another run wrote.",
      eval_opts, NULL, cmd_eval},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
 
@@ -126,6 +130,7 @@ typedef struct args {
     tupe_pretrain_opts o;
     const char *ckpt, *device, *precision;
     int json;
+    int fixed_masks;             /* --seed, --mask-prob or --seq-len given (eval: not with --probe) */
 } args;
 
 /* The device and the ranks of the job (as many as `fit` allows, NULL: any); errors printed,
@@ -239,6 +244,12 @@ static int cmd_eval(tupe_cli *c, void *opts)
         return tupe_cli_usage(c, "--checkpoint DIR is required");
     if (c->nargs)
         return tupe_cli_usage(c, "unexpected argument '%s'", c->args[0]);
+    if (a->o.probe && a->fixed_masks)
+        return tupe_cli_usage(c, "--probe fixes the sequences, masks and noise: not with --seed, "
+                              "--mask-prob or --seq-len");
+    if (a->o.write_probe && strcmp(a->o.write_probe, "-") == 0)
+        return tupe_cli_usage(c, "--write-probe: a file, not '-' (the results go to standard "
+                              "output)");
     tupe_backend *be;
     tupe_comm *comm;
     int rc = open_compute(c, a, NULL, &be, &comm);
@@ -328,7 +339,7 @@ int main(int argc, char **argv)
         case O_POWER: rc = tupe_cli_double(&c, arg, 0.01, 100, &o->power); break;
         case O_WARMUP: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->warmup = (int64_t)u; break;
         case O_STEPS: rc = tupe_cli_u64(&c, arg, 1, 1ULL << 40, &u); o->steps = (int64_t)u; break;
-        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &o->seed); break;
+        case O_SEED: rc = tupe_cli_u64(&c, arg, 0, UINT64_MAX, &o->seed); a.fixed_masks = 1; break;
         case O_BETA1: rc = tupe_cli_double(&c, arg, 0, 0.999999, &o->adam.beta1); break;
         case O_BETA2: rc = tupe_cli_double(&c, arg, 0, 0.999999999, &o->adam.beta2); break;
         case O_EPS: rc = tupe_cli_double(&c, arg, 0, 1, &o->adam.eps); break;
@@ -341,7 +352,7 @@ int main(int argc, char **argv)
             break;
         case O_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->dropout); break;
         case O_ATTN_DROPOUT: rc = tupe_cli_double(&c, arg, 0, 0.99, &o->attention_dropout); break;
-        case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o->mask_prob); break;
+        case O_MASK_PROB: rc = tupe_cli_double(&c, arg, 0.001, 0.999, &o->mask_prob); a.fixed_masks = 1; break;
         case O_LOG: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->log_every = (int64_t)u; break;
         case O_EVAL: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->eval_every = (int64_t)u; break;
         case O_EVAL_SEQ: rc = tupe_cli_u64(&c, arg, 0, 1ULL << 40, &u); o->eval_sequences = (int64_t)u; break;
@@ -362,7 +373,9 @@ int main(int argc, char **argv)
         case O_PRECISION: rc = tupe_devicearg_precision(&c, arg, &a.precision); break;
         case O_PREFETCH: rc = tupe_cli_long(&c, arg, 0, 64, &v); o->prefetch = (int)v; break;
         case O_FORMAT: rc = tupe_cli_choice(&c, arg, "text|json", &a.json); break;
-        case O_SEQLEN: rc = tupe_cli_long(&c, arg, 1, 1 << 20, &v); o->eval_seq_len = (int)v; break;
+        case O_SEQLEN: rc = tupe_cli_long(&c, arg, 1, 1 << 20, &v); o->eval_seq_len = (int)v; a.fixed_masks = 1; break;
+        case O_PROBE: o->probe = arg; break;
+        case O_WRITE_PROBE: o->write_probe = arg; break;
         case O_POS_BUCKET: rc = tupe_cli_long(&c, arg, 0, 1 << 20, &v); o->eval_bucket = (int)v; break;
         case O_ROPE_SCALING: rc = rope_scaling(&c, arg, o); break;
         }

@@ -12,6 +12,7 @@
 #include "base/fileio.h"
 #include "base/outdir.h"
 #include "base/version.h"
+#include "convert/hfelectra.h"
 #include "convert/hftokenizer.h"
 #include "convert/tensorfile.h"
 #include "formats/safetensors.h"
@@ -127,7 +128,7 @@ static int needs17(const json_t *v)
     return 0;
 }
 
-static int write_json(const char *path, const json_t *v, tupe_err *e)
+int tupe_hf_write_json(const char *path, const json_t *v, tupe_err *e)
 {
     char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS |
                                 JSON_REAL_PRECISION(needs17(v) ? 17 : 15));
@@ -257,16 +258,9 @@ static const char *export_type(const export_ctx *x)
     return x->bert ? "bert" : x->roformer ? "roformer" : "tupe";
 }
 
-static json_t *export_config(export_ctx *x)
+void tupe_hf_config_fields(json_t *j, const tupe_config *c, const tupe_vocab *v, int dtype,
+                           int zero_type_row)
 {
-    const tupe_config *c = x->c;
-    int cls = c->num_labels > 0;
-    json_t *j = json_object();
-    char arch[64];
-    snprintf(arch, sizeof arch, "%sFor%s", x->bert ? "Bert" : x->roformer ? "RoFormer" : "Tupe",
-             cls ? "SequenceClassification" : "MaskedLM");
-    json_object_set_new(j, "architectures", json_pack("[s]", arch));
-    json_object_set_new(j, "model_type", json_string(export_type(x)));
     json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
     json_object_set_new(j, "hidden_size", json_integer(c->hidden_size));
     json_object_set_new(j, "num_hidden_layers", json_integer(c->num_layers));
@@ -277,28 +271,44 @@ static json_t *export_config(export_ctx *x)
     json_object_set_new(j, "attention_probs_dropout_prob", json_real(c->attention_dropout));
     json_object_set_new(j, "classifier_dropout", json_real(c->classifier_dropout));
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_position));
-    json_object_set_new(j, "type_vocab_size",
-                        json_integer((x->bert || x->roformer) && c->type_vocab_size == 0
-                                         ? 1 : c->type_vocab_size));
+    json_object_set_new(j, "type_vocab_size", json_integer(zero_type_row ? 1 : c->type_vocab_size));
     json_object_set_new(j, "initializer_range", json_real(c->initializer_range));
     json_object_set_new(j, "layer_norm_eps", json_real(c->layer_norm_eps));
-    int32_t pad = x->v->special[TUPE_SP_PAD];
+    int32_t pad = v->special[TUPE_SP_PAD];
     json_object_set_new(j, "pad_token_id", pad >= 0 ? json_integer(pad) : json_null());
     json_object_set_new(j, "tie_word_embeddings", json_true());
-    json_object_set_new(j, "dtype", json_string(dtype_torch(x->o->dtype)));
+    json_object_set_new(j, "dtype", json_string(dtype_torch(dtype)));
     json_object_set_new(j, "tupe_version", json_string(tupe_version()));
+}
+
+void tupe_hf_tupe_fields(json_t *j, const tupe_config *c)
+{
+    json_object_set_new(j, "position_embedding_type", json_string(tupe_position_name(c->position)));
+    json_object_set_new(j, "untie_cls", json_boolean(c->untie_cls));
+    json_object_set_new(j, "attn_scale_factor", json_integer(scale_factor(c)));
+    json_object_set_new(j, "rel_pos_buckets", json_integer(c->rel_pos_buckets));
+    json_object_set_new(j, "max_rel_pos", json_integer(c->max_rel_pos));
+    json_object_set_new(j, "activation_dropout", json_real(c->activation_dropout));
+}
+
+static json_t *export_config(export_ctx *x)
+{
+    const tupe_config *c = x->c;
+    int cls = c->num_labels > 0;
+    json_t *j = json_object();
+    char arch[64];
+    snprintf(arch, sizeof arch, "%sFor%s", x->bert ? "Bert" : x->roformer ? "RoFormer" : "Tupe",
+             cls ? "SequenceClassification" : "MaskedLM");
+    json_object_set_new(j, "architectures", json_pack("[s]", arch));
+    json_object_set_new(j, "model_type", json_string(export_type(x)));
+    tupe_hf_config_fields(j, c, x->v, x->o->dtype, (x->bert || x->roformer) && c->type_vocab_size == 0);
     if (x->bert) {
         json_object_set_new(j, "position_embedding_type", json_string("absolute"));
     } else if (x->roformer) {
         json_object_set_new(j, "embedding_size", json_integer(c->hidden_size));
         json_object_set_new(j, "rotary_value", json_false());
     } else {
-        json_object_set_new(j, "position_embedding_type", json_string(tupe_position_name(c->position)));
-        json_object_set_new(j, "untie_cls", json_boolean(c->untie_cls));
-        json_object_set_new(j, "attn_scale_factor", json_integer(scale_factor(c)));
-        json_object_set_new(j, "rel_pos_buckets", json_integer(c->rel_pos_buckets));
-        json_object_set_new(j, "max_rel_pos", json_integer(c->max_rel_pos));
-        json_object_set_new(j, "activation_dropout", json_real(c->activation_dropout));
+        tupe_hf_tupe_fields(j, c);
         /* transformers runs the variants with the code written beside (trust_remote_code). */
         json_object_set_new(j, "auto_map", json_pack(
             "{s:s,s:s,s:s,s:s}", "AutoConfig", "configuration_tupe.TupeConfig", "AutoModel",
@@ -343,16 +353,17 @@ static int copy_file(const char *from, const char *to, tupe_err *e)
 }
 
 /* The Python that transformers runs for model_type "tupe", from share/tupe/hf/. */
-static int export_code(tupe_dirtx *tx, tupe_err *e)
+int tupe_hf_write_code(const char *dir, int electra, tupe_err *e)
 {
-    static const char *const files[] = {"configuration_tupe.py", "modeling_tupe.py"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    static const char *const files[] = {"configuration_tupe.py", "modeling_tupe.py",
+                                        "modeling_tupe_electra.py"};
+    for (size_t i = 0; i < (electra ? 3 : 2); i++) {
         char rel[64], from[PATH_MAX], to[PATH_MAX];
         snprintf(rel, sizeof rel, "hf/%s", files[i]);
         if (tupe_share_path(rel, from, sizeof from))
             return tupe_fail(e, TUPE_ENOINPUT, "%s: not found (tupe's share/tupe/hf is not "
                              "installed beside the program)", from);
-        snprintf(to, sizeof to, "%s", tupe_dirtx_file(tx, files[i]));
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
         int rc = copy_file(from, to, e);
         if (rc)
             return rc;
@@ -360,10 +371,10 @@ static int export_code(tupe_dirtx *tx, tupe_err *e)
     return 0;
 }
 
-static int export_vocab(export_ctx *x, tupe_dirtx *tx, tupe_err *e)
+int tupe_hf_write_tokenizer(const char *dir, const tupe_vocab *v, const tupe_hf_export_opts *o,
+                            const json_t *state, int max_position, int types, tupe_err *e)
 {
     char path[PATH_MAX];
-    const tupe_vocab *v = x->v;
     int rc;
     json_t *tc = json_object();
     static const char *const keys[TUPE_SP_COUNT] = {"pad_token", "unk_token", "cls_token",
@@ -371,51 +382,51 @@ static int export_vocab(export_ctx *x, tupe_dirtx *tx, tupe_err *e)
     for (int r = 0; r < TUPE_SP_COUNT; r++)
         if (v->special[r] >= 0)
             json_object_set_new(tc, keys[r], json_string(tupe_vocab_token(v, (uint32_t)v->special[r])));
-    json_object_set_new(tc, "model_max_length", json_integer(x->c->max_position));
+    json_object_set_new(tc, "model_max_length", json_integer(max_position));
     if (v->kind == TUPE_VOCAB_WORDPIECE) {
-        snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "vocab.txt"));
+        snprintf(path, sizeof path, "%s/vocab.txt", dir);
         rc = tupe_vocab_save(v, path, e);
-        int lc = x->o->lowercase;
+        int lc = o->lowercase;
         if (lc < 0) {
-            json_t *l = json_object_get(x->state, "lowercase");
+            json_t *l = json_object_get((json_t *)state, "lowercase");
             lc = json_is_boolean(l) ? json_is_true(l) : 1;
         }
         json_object_set_new(tc, "tokenizer_class", json_string("BertTokenizer"));
         json_object_set_new(tc, "do_lower_case", json_boolean(lc));
         if (!rc) {
-            snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "tokenizer.json"));
-            rc = tupe_hf_tokenizer_write(v, lc, x->c->type_vocab_size > 0, path, e);
+            snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+            rc = tupe_hf_tokenizer_write(v, lc, types > 0, path, e);
         }
     } else {
         /* transformers has no fastBPE tokenizer: vocab.txt lists the ids' symbols, and the
          * BPE files travel along for tupe-tokenize. */
-        tupe_out *o = NULL;
-        snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "vocab.txt"));
-        rc = tupe_out_open(&o, path, e);
+        tupe_out *out = NULL;
+        snprintf(path, sizeof path, "%s/vocab.txt", dir);
+        rc = tupe_out_open(&out, path, e);
         for (uint32_t id = 0; !rc && id < tupe_vocab_size(v); id++) {
-            rc = tupe_out_write(o, tupe_vocab_token(v, id), tupe_vocab_token_len(v, id), e);
+            rc = tupe_out_write(out, tupe_vocab_token(v, id), tupe_vocab_token_len(v, id), e);
             if (!rc)
-                rc = tupe_out_write(o, "\n", 1, e);
+                rc = tupe_out_write(out, "\n", 1, e);
         }
         if (!rc)
-            rc = tupe_out_commit(o, e);
-        else if (o)
-            tupe_out_abort(o);
+            rc = tupe_out_commit(out, e);
+        else if (out)
+            tupe_out_abort(out);
         if (!rc) {
-            snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "dict.txt"));
+            snprintf(path, sizeof path, "%s/dict.txt", dir);
             rc = tupe_vocab_save(v, path, e);
         }
         char codes[PATH_MAX];
-        snprintf(codes, sizeof codes, "%s/codes", x->o->vocab);
+        snprintf(codes, sizeof codes, "%s/codes", o->vocab);
         if (!rc && tupe_path_exists(codes)) {
-            snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "codes"));
+            snprintf(path, sizeof path, "%s/codes", dir);
             rc = copy_file(codes, path, e);
         }
         json_object_set_new(tc, "tupe_vocabulary", json_string("bpe"));
     }
     if (!rc) {
-        snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, "tokenizer_config.json"));
-        rc = write_json(path, tc, e);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        rc = tupe_hf_write_json(path, tc, e);
     }
     json_decref(tc);
     return rc;
@@ -437,6 +448,14 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     if (rc)
         return rc;
     x.c = &x.cfg;
+    int pair = tupe_cfg_pair(x.c);
+    if (pair && x.c->position >= TUPE_POS_ROPE) {
+        rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: an ELECTRA pair with %s positions: "
+                       "transformers' ELECTRA classes compute BERT-A's learned table only, and "
+                       "tupe's remote-code model the TUPE paper's variants", ckpt,
+                       tupe_position_name(x.c->position));
+        goto out;
+    }
     x.bert = x.c->position == TUPE_POS_BERT_A;
     x.roformer = x.c->position == TUPE_POS_ROPE;
     if (x.roformer && x.c->rope_base != ROFORMER_BASE) {
@@ -484,19 +503,26 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     if ((rc = tupe_dirtx_begin(&tx, dir, TUPE_HF_KIND, e)))
         goto out;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_MODEL));
-    if ((rc = write_tensors(&x, path, e)))
-        goto out;
-    cfg = export_config(&x);
-    snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_CONFIG));
-    if ((rc = write_json(path, cfg, e)) || (rc = export_vocab(&x, tx, e)) ||
-        (!x.bert && !x.roformer && (rc = export_code(tx, e))))
-        goto out;
+    if (pair) {
+        if ((rc = tupe_hfelectra_write(tupe_dirtx_tmp(tx), x.s, x.c, x.v, x.state, o, e)))
+            goto out;
+    } else {
+        snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_MODEL));
+        if ((rc = write_tensors(&x, path, e)))
+            goto out;
+        cfg = export_config(&x);
+        snprintf(path, sizeof path, "%s", tupe_dirtx_file(tx, HF_CONFIG));
+        if ((rc = tupe_hf_write_json(path, cfg, e)) ||
+            (rc = tupe_hf_write_tokenizer(tupe_dirtx_tmp(tx), x.v, o, x.state,
+                                          x.c->max_position, x.c->type_vocab_size, e)) ||
+            (!x.bert && !x.roformer && (rc = tupe_hf_write_code(tupe_dirtx_tmp(tx), 0, e))))
+            goto out;
+    }
     rc = tupe_dirtx_commit(tx, e);
     tx = NULL;
     if (!rc)
         tupe_note(o->note, o->note_ctx, TUPE_NOTE_DETAIL, "%s: model_type \"%s\" (%s), %zu parameters, %s",
-             dir, export_type(&x), tupe_position_name(x.c->position),
+             dir, !pair ? export_type(&x) : x.bert ? "electra" : "tupe", tupe_position_name(x.c->position),
              x.lay.nparams, dtype_torch(o->dtype));
 out:
     tupe_dirtx_abort(tx);
@@ -562,6 +588,8 @@ static const char *get_str(import_ctx *x, const char *key, const char *def)
     json_t *v = json_object_get(x->j, key);
     return json_is_string(v) ? json_string_value(v) : v ? NULL : def;
 }
+
+static int tupe_fields(import_ctx *x, tupe_err *e);
 
 /* The configuration from config.json (transformers' BertConfig defaults for absent fields). */
 static int read_config(import_ctx *x, tupe_err *e)
@@ -633,7 +661,15 @@ static int read_config(import_ctx *x, tupe_err *e)
                              "%d: the projection between them (embeddings_project) is not part "
                              "of a tupe model", x->cfgpath, es, c->hidden_size);
     }
-    if (x->tupe) {
+    return x->tupe ? tupe_fields(x, e) : 0;
+}
+
+/* The fields of model_type "tupe" beyond BERT's. */
+static int tupe_fields(import_ctx *x, tupe_err *e)
+{
+    tupe_config *c = &x->c;
+    int rc;
+    {
         json_t *u = json_object_get(x->j, "untie_cls");
         if (u && !json_is_boolean(u))
             return cfg_err(x, e, "untie_cls", "true or false");
@@ -650,6 +686,17 @@ static int read_config(import_ctx *x, tupe_err *e)
                              tupe_position_name(c->position), scale_factor(c));
     }
     return 0;
+}
+
+int tupe_hf_read_config(json_t *j, const char *cfgpath, tupe_config *c, tupe_err *e)
+{
+    import_ctx x;
+    memset(&x, 0, sizeof x);
+    x.j = j;
+    snprintf(x.cfgpath, sizeof x.cfgpath, "%s", cfgpath);
+    int rc = read_config(&x, e);
+    *c = x.c;
+    return rc;
 }
 
 /* Hugging Face spellings into ours: the "bert." prefix of a bare BertModel, and TensorFlow's
@@ -928,6 +975,8 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     int rc0 = tupe_outdir_check(ckpt, TUPE_CKPT_KIND, TUPE_OUTDIR_REPLACE, e);
     if (rc0)
         return rc0;
+    if (tupe_hfelectra_is_pair(src))
+        return tupe_hfelectra_import(src, ckpt, o, e);
     struct stat sb;
     if (stat(src, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tupe_fail(e, TUPE_ENOINPUT, "%s: not a directory (expected a Hugging Face model "

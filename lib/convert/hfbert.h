@@ -33,12 +33,14 @@
 #ifndef TUPE_HFBERT_H
 #define TUPE_HFBERT_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
 #include "convert/import.h"
 #include "model/config.h"
+#include "text/vocab.h"
 
 /* What an exported directory's .tupe-kind says (base/outdir.h). */
 #define TUPE_HF_KIND "Hugging Face model"
@@ -54,8 +56,28 @@ typedef struct tupe_hf_export_opts {
     void *note_ctx;
 } tupe_hf_export_opts;
 
-/* Write the directory `dir` (atomically: complete or not there) from the checkpoint `ckpt`. */
+/* Write the directory `dir` (atomically: complete or not there) from the checkpoint `ckpt`;
+ * an ELECTRA pair as convert/hfelectra.h's two directories. */
 int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts *o, tupe_err *e);
+
+/* The pieces of an export that convert/hfelectra.c shares: a JSON file as transformers writes
+ * them (sorted keys, 2-space indent), and the tokenizer files of vocabulary v in `dir`
+ * (the casing: o->lowercase, else the training state's, else lower case). */
+int tupe_hf_write_json(const char *path, const json_t *v, tupe_err *e);
+/* config.json's fields of every BERT-like class (sizes, dropouts, LayerNorm, padding, dtype);
+ * type_vocab_size 1 with zero_type_row (the all-zero row written for a model without types). */
+void tupe_hf_config_fields(json_t *j, const tupe_config *c, const tupe_vocab *v, int dtype,
+                           int zero_type_row);
+/* model_type "tupe"'s fields beyond BERT's (the variant, untie_cls, attn_scale_factor, the
+ * relative buckets, activation_dropout), and the remote code beside config.json
+ * (configuration_tupe.py, modeling_tupe.py; with electra, modeling_tupe_electra.py). */
+void tupe_hf_tupe_fields(json_t *j, const tupe_config *c);
+int tupe_hf_write_code(const char *dir, int electra, tupe_err *e);
+/* A config.json's configuration as import reads it (model_type bert, roformer or tupe; the
+ * message names cfgpath). */
+int tupe_hf_read_config(json_t *j, const char *cfgpath, tupe_config *c, tupe_err *e);
+int tupe_hf_write_tokenizer(const char *dir, const tupe_vocab *v, const tupe_hf_export_opts *o,
+                            const json_t *state, int max_position, int types, tupe_err *e);
 
 typedef struct tupe_hf_import_opts {
     uint64_t seed;           /* initial values of a masked-LM head the directory lacks */
@@ -63,8 +85,9 @@ typedef struct tupe_hf_import_opts {
     void *note_ctx;
 } tupe_hf_import_opts;
 
-/* Read the Hugging Face directory `src` into the checkpoint directory `ckpt`. A directory
- * with only pytorch_model.bin is TUPE_ENOINPUT with the command that converts it. */
+/* Read the Hugging Face directory `src` into the checkpoint directory `ckpt` (a directory
+ * pair of convert/hfelectra.h as an ELECTRA pair). A directory with only pytorch_model.bin
+ * is TUPE_ENOINPUT with the command that converts it. */
 int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts *o, tupe_err *e);
 
 #endif

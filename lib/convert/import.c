@@ -11,6 +11,7 @@
 #include "base/checksum.h"
 #include "base/fileio.h"
 #include "model/checkpoint.h"
+#include "model/electra.h"
 
 typedef struct entry {
     char *name;                 /* current name */
@@ -432,7 +433,7 @@ int tupe_import_build(tupe_model **mp, const tupe_config *c, uint64_t seed, tupe
      * vocabulary of 20 million costs a list of names, not the model's memory, before it is
      * refused for the tensor it lacks or the shape it disagrees with. */
     tupe_layout lay0;
-    int rc = tupe_layout_build(&lay0, c, e);
+    int rc = tupe_cfg_pair(c) ? tupe_electra_layout(&lay0, c, e) : tupe_layout_build(&lay0, c, e);
     if (rc)
         return rc;
     for (size_t i = 0; i < lay0.count && !rc; i++) {
@@ -518,8 +519,8 @@ int tupe_import_open_ckpt(tupe_tset **sp, const char *ckpt, tupe_config *c, tupe
         tupe_err_wrap(e, "%s", name);
     if (!rc)
         rc = tupe_tset_verify(s, &k, e);
-    if (!rc)
-        rc = tupe_layout_build(lay, c, e);
+    if (!rc) /* an ELECTRA pair: both networks' tensors */
+        rc = tupe_cfg_pair(c) ? tupe_electra_layout(lay, c, e) : tupe_layout_build(lay, c, e);
     for (size_t i = 0; !rc && i < lay->count; i++) {
         const tupe_param *p = &lay->t[i];
         uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};

@@ -264,7 +264,15 @@ int tupe_electra_forward(tupe_electra *p, const tupe_batch *b, const tupe_step *
     memcpy(p->ids, b->ids, N * sizeof *p->ids);
     memset(p->labels, 0, N * sizeof *p->labels);
     int64_t replaced = 0;
-    if (M > 0) {
+    if (b->probe_ids) {
+        for (size_t i = 0; i < N; i++) {
+            p->ids[i] = b->probe_ids[i];
+            p->labels[i] = b->probe_labels[i] != 0;
+        }
+        for (int i = 0; i < B; i++)
+            for (int t = 0; t < b->lengths[i]; t++)
+                replaced += p->labels[(size_t)i * T + t];
+    } else if (M > 0) {
         if ((rc = tupe_model_probe(p->gen, TUPE_PROBE_LOGITS, 0, p->logits, (size_t)M * V, e)))
             return rc;
         int nt = tupe_model_backend(p->gen)->nthreads > 0 ? tupe_model_backend(p->gen)->nthreads : 1;

@@ -65,6 +65,9 @@ typedef struct tupe_batch {
     uint64_t noise_seed;
     uint32_t noise_step;
     const uint64_t *noise_key;
+    /* an ELECTRA pair scored on a given probe (train/rtdprobe.h): the discriminator's input
+     * and labels [B*T] as given, nothing sampled (the generator still runs on ids) */
+    const int32_t *probe_ids, *probe_labels;
 } tupe_batch;
 
 /* Training-mode settings of a forward pass; NULL means evaluation (no dropout). */

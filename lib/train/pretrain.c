@@ -22,6 +22,7 @@
 #include "train/masking.h"
 #include "train/rundir.h"
 #include "train/rtdmetrics.h"
+#include "train/rtdprobe.h"
 
 void tupe_pretrain_defaults(tupe_pretrain_opts *o)
 {
@@ -79,6 +80,10 @@ typedef struct run {
     int32_t specials[4];         /* ELECTRA's masking: ids never masked */
     int nspecial, mask_cap;
     uint64_t *keys, *b_keys;     /* each row's stored index: names its sampling noise */
+    tupe_rtdprobe *probe;           /* evaluation on a given probe: its sequences, not the split's */
+    tupe_rtdprobe_writer *pw;       /* evaluation writing the probe it scores */
+    int32_t *pids, *plab;        /* the probe's rows: the discriminator's input and labels */
+    int32_t *b_pids, *b_plab;    /* and packed for the model */
     /* the sequences of one step on this rank (row i = sequence i) */
     int32_t *ids, *lengths, *mcount, *mpos, *mlab;
     /* one micro-batch, packed for the model */
@@ -104,6 +109,14 @@ static int alloc_buffers(run *r, int nseq, tupe_err *e)
     if (!r->ids || !r->mpos || !r->mlab || !r->lengths || !r->mcount || !r->b_ids || !r->b_pos ||
         !r->b_lab || !r->b_len || !r->seq || !r->keys || !r->b_keys)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    if (r->probe) {
+        r->pids = malloc(n * sizeof *r->pids);
+        r->plab = malloc(n * sizeof *r->plab);
+        r->b_pids = malloc(nb * sizeof *r->b_pids);
+        r->b_plab = malloc(nb * sizeof *r->b_plab);
+        if (!r->pids || !r->plab || !r->b_pids || !r->b_plab)
+            return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    }
     return 0;
 }
 
@@ -112,6 +125,9 @@ static void free_run(run *r)
     free(r->ids), free(r->mpos), free(r->mlab), free(r->lengths), free(r->mcount);
     free(r->b_ids), free(r->b_pos), free(r->b_lab), free(r->b_len), free(r->seq), free(r->rand_ids);
     free(r->keys), free(r->b_keys);
+    free(r->pids), free(r->plab), free(r->b_pids), free(r->b_plab);
+    tupe_rtdprobe_free(r->probe);
+    tupe_rtdprobe_abort(r->pw);
     tupe_model_free(r->m);
     r->m = NULL;
 }
@@ -188,6 +204,41 @@ static int read_masked(run *r, tupe_shardr *rd, uint32_t epoch, int count, int64
     return got;
 }
 
+/* The same from the probe: its sequences first + world k (this rank's), from the k-th. */
+static int read_probe(run *r, int64_t k, int count)
+{
+    const tupe_rtdprobe *p = r->probe;
+    int got = 0;
+    for (uint64_t j = (uint64_t)r->slot + (uint64_t)k * (uint64_t)r->world;
+         got < count && j < p->count; j += (uint64_t)r->world, got++) {
+        size_t row = (size_t)got * r->seq_len;
+        uint32_t len = p->len[j];
+        tupe_rtdprobe_inputs(p, j, r->ids + row, NULL);
+        memcpy(r->pids + row, p->ids + p->tok[j], len * sizeof *r->pids);
+        memcpy(r->plab + row, p->label + p->tok[j], len * sizeof *r->plab);
+        r->lengths[got] = (int32_t)len;
+        r->keys[got] = p->key[j];
+        r->mcount[got] = (int32_t)p->nmask[j];
+        memcpy(r->mpos + row, p->mpos + p->msk[j], p->nmask[j] * sizeof *r->mpos);
+        memcpy(r->mlab + row, p->morig + p->msk[j], p->nmask[j] * sizeof *r->mlab);
+    }
+    return got;
+}
+
+/* The rows of the last batch b into the probe being written: what the discriminator read. */
+static int write_probe(run *r, const tupe_batch *b, tupe_err *e)
+{
+    tupe_electra *pair = tupe_model_pair(r->m);
+    const int32_t *cor = tupe_electra_corrupted(pair), *lab = tupe_electra_labels(pair);
+    int rc = 0;
+    for (int i = 0; !rc && i < b->B; i++) {
+        size_t row = (size_t)i * r->seq_len, at = (size_t)i * (size_t)b->T;
+        rc = tupe_rtdprobe_add(r->pw, r->keys[i], (uint32_t)b->lengths[i], cor + at, lab + at,
+                            (uint32_t)r->mcount[i], r->mpos + row, r->mlab + row, r->ids + row, e);
+    }
+    return rc;
+}
+
 /* Pack rows first, first + stride, ... (n of them) into a model batch padded to the longest of
  * them. */
 static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
@@ -220,6 +271,17 @@ static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
     b->noise_key = r->b_keys;
     b->noise_seed = r->o->seed;
     b->rtd_weight = r->o->rtd_weight;
+    if (r->probe) { /* the given corruption; padding as the generator's input */
+        for (int i = 0; i < n; i++) {
+            size_t row = (size_t)(first + i * stride) * r->seq_len, at = (size_t)i * (size_t)T;
+            memcpy(r->b_pids + at, r->b_ids + at, (size_t)T * sizeof *r->b_pids);
+            memset(r->b_plab + at, 0, (size_t)T * sizeof *r->b_plab);
+            memcpy(r->b_pids + at, r->pids + row, (size_t)r->b_len[i] * sizeof *r->b_pids);
+            memcpy(r->b_plab + at, r->plab + row, (size_t)r->b_len[i] * sizeof *r->b_plab);
+        }
+        b->probe_ids = r->b_pids;
+        b->probe_labels = r->b_plab;
+    }
 }
 
 static int open_reader(run *r, tupe_shardr **rd, int split, int shuffle, tupe_err *e)
@@ -357,13 +419,13 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     memset(res, 0, sizeof *res);
     res->seq_len = T;
     res->nbuckets = nb;
-    if (r->meta->split[TUPE_SPLIT_VALID].sequences == 0)
+    if (!r->probe && r->meta->split[TUPE_SPLIT_VALID].sequences == 0)
         return 0;
-    tupe_shardr *rd;
-    int rc = open_reader(r, &rd, TUPE_SPLIT_VALID, 0, e);
+    tupe_shardr *rd = NULL;
+    int rc = r->probe ? 0 : open_reader(r, &rd, TUPE_SPLIT_VALID, 0, e);
     if (rc)
         return rc;
-    uint64_t n = tupe_shardr_size(rd);
+    uint64_t n = r->probe ? r->probe->count : tupe_shardr_size(rd);
     if (limit > 0 && (uint64_t)limit < n)
         n = (uint64_t)limit;
     /* This rank's positions below n: its slot s, s + W, ... */
@@ -375,7 +437,8 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     for (int64_t done = 0; done < mine;) {
         int want = (int)(mine - done < r->mb ? mine - done : r->mb);
         int64_t masked = 0, tokens = 0;
-        int got = read_masked(r, rd, TUPE_MASK_EVAL_EPOCH, want, &masked, &tokens, e);
+        int got = r->probe ? read_probe(r, done, want)
+                           : read_masked(r, rd, TUPE_MASK_EVAL_EPOCH, want, &masked, &tokens, e);
         if (got < 0) {
             tupe_shardr_close(rd);
             return e->code;
@@ -399,7 +462,8 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
             sums[5] += (double)out.rtd_count;
             sums[6] += (double)out.rtd_replaced;
             if ((nb && (rc = bucket_losses(r, &b, w, bsums, e))) ||
-                (r->electra && (rc = rtd_collect(r, &b, &probe, e)))) {
+                (r->electra && (rc = rtd_collect(r, &b, &probe, e))) ||
+                (r->pw && (rc = write_probe(r, &b, e)))) {
                 tupe_shardr_close(rd);
                 free(probe.sc), free(probe.lb), free(probe.buf);
                 return rc;
@@ -1415,6 +1479,43 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     return rc;
 }
 
+/* Evaluation's probes: the one read (checked against the data and the model) and the one
+ * written. */
+static int open_probes(run *r, const char *ckpt, tupe_err *e)
+{
+    const tupe_pretrain_opts *o = r->o;
+    if ((o->probe || o->write_probe) && !r->electra)
+        return tupe_fail(e, TUPE_EUSAGE, "--%s scores a discriminator: %s is a masked-LM model, "
+                         "not an ELECTRA pair", o->probe ? "probe" : "write-probe", ckpt);
+    if (o->write_probe && r->world > 1)
+        return tupe_fail(e, TUPE_EUSAGE, "--write-probe: one process writes the probe (this job "
+                         "has %d ranks)", r->world);
+    if (o->probe && r->crop)
+        return tupe_fail(e, TUPE_EUSAGE, "--seq-len: the probe %s fixes the sequences", o->probe);
+    tupe_rtdprobe_info info = {(uint32_t)r->cfg.vocab_size, r->meta->vocab_hash, o->seed,
+                            TUPE_MASK_EVAL_EPOCH, r->mask.mask_id, o->mask_prob};
+    if (o->probe) {
+        int rc = tupe_rtdprobe_read(&r->probe, o->probe, e);
+        if (rc)
+            return rc;
+        const tupe_rtdprobe_info *pi = &r->probe->info;
+        char a[22], b[22];
+        tupe_hash_hex(pi->vocab_hash, a);
+        tupe_hash_hex(info.vocab_hash, b);
+        if (pi->vocab_size != info.vocab_size || pi->vocab_hash != info.vocab_hash)
+            return tupe_fail(e, TUPE_EDATA, "%s: a probe of a vocabulary of %u tokens (%s); %s's "
+                             "has %u (%s)", o->probe, pi->vocab_size, a, o->data, info.vocab_size, b);
+        if (pi->mask_id != info.mask_id)
+            return tupe_fail(e, TUPE_EDATA, "%s: [MASK] is %d there, %d in %s", o->probe,
+                             pi->mask_id, info.mask_id, o->data);
+        if (r->probe->max_len > r->seq_len)
+            return tupe_fail(e, TUPE_EDATA, "%s: sequences of up to %u tokens; those of %s have "
+                             "%u", o->probe, r->probe->max_len, o->data, r->seq_len);
+        info = *pi; /* a probe rewritten is the same corruption */
+    }
+    return o->write_probe ? tupe_rtdprobe_create(&r->pw, o->write_probe, &info, e) : 0;
+}
+
 int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pretrain_opts *o,
                          tupe_comm *comm, tupe_backend *be, tupe_eval_result *res, tupe_err *e)
 {
@@ -1439,10 +1540,11 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
                        "longer ones with tupe-shard --seq-len)", o->eval_seq_len, data, r.seq_len);
     else if (o->eval_seq_len > 0)
         r.crop = (uint32_t)o->eval_seq_len;
-    if (!rc && r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
+    if (!rc && !o->probe && r.meta->split[TUPE_SPLIT_VALID].sequences == 0)
         rc = tupe_fail(e, TUPE_EDATA, "%s: no validation split (make one with tupe-shard "
                        "--valid-fraction)", data);
     if (!rc && !(rc = resolve_config(&r, checkpoint, e)) && !(rc = mask_setup(&r, e)) &&
+        !(rc = open_probes(&r, checkpoint, e)) &&
         !(rc = alloc_buffers(&r, r.mb, e)) && !(rc = create_model(&r, be, e)) &&
         !(rc = o->rope_scaling ? tupe_model_rope_scaling(r.m, o->rope_scaling, o->rope_factor, e)
                                : 0)) {
@@ -1453,6 +1555,10 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
             rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
                            "masked, so there is no loss (more --eval-sequences, or a larger "
                            "--mask-prob)", data, (long long)res->sequences, res->sequences == 1 ? "" : "s");
+        if (!rc && r.pw) {
+            rc = tupe_rtdprobe_commit(r.pw, e);
+            r.pw = NULL;
+        }
         free(js);
     }
     tupe_shardr_close(rd);

@@ -76,6 +76,11 @@ typedef struct tupe_pretrain_opts {
     int eval_bucket;             /* loss per bucket of this many positions (0: none) */
     int rope_scaling;            /* RoPE's angles (model/posenc.h enum tupe_rope_scaling) */
     double rope_factor;          /* and their factor (>= 1) */
+    const char *probe;           /* an ELECTRA pair scored on this probe (train/rtdprobe.h):
+                                    its corrupted sequences rather than the split's masks and
+                                    the pair's own samples (eval_seq_len 0), or NULL */
+    const char *write_probe;     /* an ELECTRA pair: write the probe it scored here (one
+                                    rank), or NULL */
     int objective;               /* TUPE_OBJ_MLM (default) or TUPE_OBJ_ELECTRA (model/electra.h) */
     double generator_size;       /* ELECTRA: the generator's width as a fraction of the
                                     discriminator's; 0 = ELECTRA's for the size (1/3 for a

@@ -42,13 +42,14 @@ nod=(--dropout 0 --attention-dropout 0)
 run $P train "${common[@]}" "${nod[@]}" -o $T/c --steps 4
 run $P train "${common[@]}" "${nod[@]}" -o $T/d --steps 4 --micro-batch 2
 run $TESTTOOL st-diff $T/c/checkpoints/step-00000004/model.safetensors $T/d/checkpoints/step-00000004/model.safetensors
-awk '{ exit !($2 < 1e-5) }' $T/out
-verdict "4 micro-batches of 2 give the weights of one batch of 8 ($(cat $T/out))"
+# (the figure read first: a command substitution in verdict's argument would set the $? it reads)
+d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+verdict "4 micro-batches of 2 give the weights of one batch of 8 ($d)"
 if have_mpi; then
     mpi_run -np 2 $P train "${common[@]}" "${nod[@]}" -o $T/e --steps 4
     run $TESTTOOL st-diff $T/c/checkpoints/step-00000004/model.safetensors $T/e/checkpoints/step-00000004/model.safetensors
-    awk '{ exit !($2 < 1e-5) }' $T/out
-    verdict "two ranks give the weights of one process ($(cat $T/out))"
+    d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+    verdict "two ranks give the weights of one process ($d)"
 else
     skip "two ranks give the weights of one process" "$NO_MPI"
 fi
@@ -68,6 +69,52 @@ if have_mpi; then
 else
     skip "two ranks evaluate as one process (the AUC over both ranks' tokens)" "$NO_MPI"
 fi
+# the probe: what eval scored, written and scored again; another run's probe (cross-evaluation)
+nock() { sed 's/"checkpoint":[^,]*,//' "$1"; }
+run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --write-probe $T/a.probe
+[ $rc = 0 ] && [ "$(nock $T/out)" = "$(nock $T/eval1)" ] && [ -s $T/a.probe ] && [ -z "$(ls -A $T | grep '\.tmp\.')" ]
+verdict "eval --write-probe writes the probe it scored (the same figures, no temporary left)"
+run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --probe $T/a.probe --micro-batch 5
+[ $rc = 0 ] && [ "$(nock $T/out)" = "$(nock $T/eval1)" ]
+verdict "a run scored on its own probe gives the figures (AUC included) of its own evaluation"
+run $P eval --checkpoint $T/c/checkpoints/step-00000004 --data $T/shards --threads 1 --format json --write-probe $T/c.probe
+cp $T/out $T/evalc
+field() { sed "s/.*\"$2\":\([^,}]*\).*/\1/" "$1"; }
+run $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --probe $T/c.probe
+d="AUC $(field $T/out val_disc_auc), own $(field $T/eval1 val_disc_auc)"
+[ $rc = 0 ] && has $T/out '"val_disc_auc":0.' && [ "$(field $T/out val_replaced)" = "$(field $T/evalc val_replaced)" ] &&
+    [ "$(field $T/out val_loss)" = "$(field $T/eval1 val_loss)" ] && [ "$(field $T/out tokens)" = "$(field $T/eval1 tokens)" ]
+verdict "cross-evaluation: a discriminator scored on another run's corruption (its replaced fraction; $d)"
+if have_mpi; then
+    cp $T/out $T/evalac
+    mpi_run -np 2 $P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1 --format json --probe $T/c.probe
+    [ $rc = 0 ] && [ "$(nock $T/out)" = "$(nock $T/evalac)" ]
+    verdict "two ranks score a probe as one process"
+else
+    skip "two ranks score a probe as one process" "$NO_MPI"
+fi
+ev=($P eval --checkpoint $T/a/checkpoints/step-00000016 --data $T/shards --threads 1)
+head -c 300 $T/a.probe >$T/cut.probe
+run "${ev[@]}" --probe $T/cut.probe
+[ $rc = 65 ] && has $T/err "cut.probe: byte " && has $T/err "truncated"
+verdict "a truncated probe: exit 65 naming the file and the byte"
+cp $T/a.probe $T/flip.probe
+printf '\x7f' | dd of=$T/flip.probe bs=1 seek=200 conv=notrunc status=none
+run "${ev[@]}" --probe $T/flip.probe
+[ $rc = 65 ] && grep -qE "flip.probe: byte [0-9]+: sequence [0-9]+: check mismatch" $T/err
+verdict "a corrupt probe: exit 65 naming the file, the byte and the sequence"
+run "${ev[@]}" --probe $T/m.json
+[ $rc = 65 ] && has $T/err "m.json: byte 0: not a probe"
+verdict "a file that is not a probe: exit 65"
+run "${ev[@]}" --probe $T/none.probe
+[ $rc = 66 ] && has $T/err "none.probe"
+verdict "a missing probe: exit 66"
+run $P eval --checkpoint $T/b2/checkpoints/step-00000004 --data $T/shards --threads 1 --probe $T/a.probe
+[ $rc = 2 ] && has $T/err "--probe scores a discriminator" && has $T/err "is a masked-LM model"
+verdict "a probe needs an ELECTRA pair"
+run "${ev[@]}" --probe $T/a.probe --seed 3
+[ $rc = 2 ] && has $T/err "--probe fixes the sequences, masks and noise"
+verdict "--probe refuses --seed, --mask-prob and --seq-len"
 # issue 30's encodings in both networks: each trains, and evaluates past the trained length
 tupe-shard write -q -o $T/long --seq-len 64 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.3 --shards 1 $T/ids.tok
 ok=1

@@ -12,9 +12,10 @@
 #include "convert/import.h"
 #include "formats/safetensors.h"
 #include "model/checkpoint.h"
+#include "model/electra.h"
 
 enum { O_MODEL = 1, O_POSITION, O_TIE, O_VOCAB, O_LABELS, O_TYPES, O_SEED, O_OUT, O_STATE,
-       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL, O_NAN };
+       O_CKPT, O_INPUT, O_EXPECT, O_TOL, O_RTOL, O_NAN, O_NETWORK };
 
 static const tupe_opt init_opts[] = {
     {O_MODEL, "model", 0, TUPE_REQARG, "NAME", "preset or JSON configuration (default: tiny)", "file"},
@@ -34,6 +35,7 @@ static const tupe_opt logits_opts[] = {
     {O_OUT, "output", 'o', TUPE_REQARG, "FILE", "write \"logits\" here", "out:file"},
     {O_EXPECT, "expect", 0, TUPE_REQARG, "FILE", "compare with this file's \"logits\"", "file"},
     {O_TOL, "tol", 0, TUPE_REQARG, "X", "largest absolute difference allowed (default: 1e-4)", NULL},
+    {O_NETWORK, "network", 0, TUPE_REQARG, "NET", "an ELECTRA pair's generator (masked-LM logits) or\ndiscriminator (the logit of \"replaced\", [valid, 1])", "list:generator discriminator"},
     {0, NULL, 0, 0, NULL, NULL, NULL}};
 static const tupe_opt diff_opts[] = {
     {O_RTOL, "rtol", 0, TUPE_REQARG, "X", "allow |a - b| <= X |a| (default: 0, bit-identical)", NULL},
@@ -115,7 +117,7 @@ static int read_i32(const tupe_st *st, const char *name, int ndim, int32_t **out
 }
 
 static int do_logits(tupe_cli *c, const char *ckpt, const char *input, const char *out,
-                     const char *expect, double tol)
+                     const char *expect, double tol, int network)
 {
     tupe_err e;
     tupe_st *in = NULL;
@@ -145,18 +147,28 @@ static int do_logits(tupe_cli *c, const char *ckpt, const char *input, const cha
         goto fail;
     float *targets = calloc((size_t)B, sizeof *targets);
     int32_t *labels = calloc((size_t)B, sizeof *labels);
-    tupe_batch batch = {B, T, ids, len, types, M, pos, lab, labels, targets, 0, 0, .rtd_label = NULL};
+    /* an ELECTRA pair: one of its networks, alone */
+    tupe_electra *pair = tupe_model_pair(m);
+    tupe_model *net = !pair ? m : network ? tupe_electra_discriminator(pair) : tupe_electra_generator(pair);
+    int32_t *rtd = pair && network ? calloc((size_t)B * (size_t)T, sizeof *rtd) : NULL;
+    tupe_batch batch = {B, T, ids, len, types, M, pos, lab, labels, targets, 0, 0, .rtd_label = rtd};
     tupe_fwd_out fo;
-    rc = tupe_model_forward(m, &batch, NULL, &fo, &e);
+    rc = tupe_model_forward(net, &batch, NULL, &fo, &e);
     free(targets);
     free(labels);
+    free(rtd);
     if (rc)
         goto fail;
-    size_t n = tupe_model_probe_size(m, TUPE_PROBE_LOGITS);
+    size_t n = tupe_model_probe_size(net, TUPE_PROBE_LOGITS);
     logits = malloc(n * sizeof *logits);
-    if (tupe_model_probe(m, TUPE_PROBE_LOGITS, 0, logits, n, &e))
+    if (tupe_model_probe(net, TUPE_PROBE_LOGITS, 0, logits, n, &e))
         goto fail;
     uint64_t shape[2] = {cfg.num_labels ? (uint64_t)B : (uint64_t)M, 0};
+    if (rtd) { /* the head's rows are [0, logit of "replaced"] */
+        for (size_t r = 0; r < n / 2; r++)
+            logits[r] = logits[2 * r + 1];
+        n /= 2;
+    }
     shape[1] = n / shape[0];
     if (out) {
         tupe_stw *w = tupe_stw_new();
@@ -269,6 +281,7 @@ typedef struct args {
     long vocab, labels, types;
     uint64_t seed;
     double tol, rtol;
+    int network;
 } args;
 
 static int run_init(tupe_cli *c, void *opts)
@@ -283,7 +296,7 @@ static int run_logits(tupe_cli *c, void *opts)
 {
     const args *a = opts;
     return a->ckpt && a->input && (a->out || a->expect)
-               ? do_logits(c, a->ckpt, a->input, a->out, a->expect, a->tol)
+               ? do_logits(c, a->ckpt, a->input, a->out, a->expect, a->tol, a->network)
                : tupe_cli_usage(c, "--checkpoint, --input and --output or --expect are required");
 }
 
@@ -314,6 +327,7 @@ int main(int argc, char **argv)
         case O_EXPECT: a.expect = arg; break;
         case O_TOL: rc = tupe_cli_double(&c, arg, 0, 1e9, &a.tol); break;
         case O_RTOL: rc = tupe_cli_double(&c, arg, 0, 1, &a.rtol); break;
+        case O_NETWORK: rc = tupe_cli_choice(&c, arg, "generator|discriminator", &a.network); break;
         }
         if (rc)
             break;
