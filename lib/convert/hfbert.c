@@ -36,6 +36,10 @@ static const struct { const char *ours, *hf; } prefixes[] = {
     {"position.query.", "bert.tupe.pos_q."},
     {"position.key.", "bert.tupe.pos_k."},
     {"position.relative_bias.", "bert.tupe.rel_bias."},
+    /* DeBERTa's shared relative table and its LayerNorm (DebertaV2Encoder's; the rest of a
+     * deberta model is named as BERT's, "bert." then read as "deberta.": hfdeberta.c) */
+    {"position.rel_embeddings.LayerNorm.", "deberta.encoder.LayerNorm."},
+    {"position.rel_embeddings.", "deberta.encoder.rel_embeddings."},
     {"classifier.dense.", "bert.pooler.dense."},
     {"classifier.out_proj.", "classifier."},
     {"cls.predictions.", "cls.predictions."},
