@@ -267,11 +267,14 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
         return tupe_fail(e, TUPE_EDATA,
                          "hidden_size %d is not a multiple of num_attention_heads %d",
                          c->hidden_size, c->num_heads);
-    if (c->rel_pos_buckets % 4 != 0 || c->rel_pos_buckets < 4)
+    if (tupe_cfg_deberta(c) && c->rel_pos_buckets < 2)
+        return tupe_fail(e, TUPE_EDATA, "deberta: rel_pos_buckets %d (DeBERTa's position_buckets) "
+                         "must be at least 2", c->rel_pos_buckets);
+    if (!tupe_cfg_deberta(c) && (c->rel_pos_buckets % 4 != 0 || c->rel_pos_buckets < 4))
         return tupe_fail(e, TUPE_EDATA,
                          "rel_pos_buckets %d must be a positive multiple of 4 (two directions, "
                          "each half exact and half logarithmic)", c->rel_pos_buckets);
-    if (c->max_rel_pos <= c->rel_pos_buckets / 4)
+    if (!tupe_cfg_deberta(c) && c->max_rel_pos <= c->rel_pos_buckets / 4)
         return tupe_fail(e, TUPE_EDATA, "max_rel_pos %d must exceed rel_pos_buckets/4 = %d",
                          c->max_rel_pos, c->rel_pos_buckets / 4);
     /* DeBERTa's log buckets: log((max_relative_positions - 1) / (k/2)) must be positive */

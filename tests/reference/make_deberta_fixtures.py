@@ -19,13 +19,40 @@ Writes
       transformers' own and are not compared)
   buckets.safetensors  make_log_bucket_position(r, k, m) for r in [-1100, 1100] at
       (k, m) = (8, 12), (32, 128), (64, 128), (256, 512) (DeBERTa v3 base): "b.K.M" int32
-  VERSIONS             package versions
+  hf-deberta/          a DebertaV2ForMaskedLM built by transformers from torch seed 19 (hidden 32,
+                       2 layers, 2 heads, FFN 64, 32 positions, 2 token types, layer_norm_eps
+                       1e-7, position_buckets 8, max_relative_positions 10: T = 12 reaches log
+                       and clamped rows; every parameter random), saved with save_pretrained,
+                       and ../convert/vocab.txt
+  hf-deberta.logits.safetensors, hf-deberta-types.logits.safetensors  its masked-LM logits on
+                       ../convert/input.safetensors (token type 0; then type 1 from position 4,
+                       ../roformer/input-types.safetensors), valid rows
+  hf-deberta-bare/     its encoder as a DebertaV2Model (no "deberta." prefix, no head)
+  hf-deberta-v3head/   the same weights with legacy false (lm_predictions.lm_head.*, the newer
+                       head): the same logits
+  hf-deberta-cls/      a DebertaV2ForSequenceClassification (import refuses its ContextPooler)
+  deberta/             a deberta checkpoint made by `tupe-modeltool init` (../convert/tiny.json
+                       with position deberta, rel_pos_buckets 8, max_rel_pos 10, seed 21)
+  deberta.files        sha256 of what `tupe-convert export --to hf` writes from it
+  deberta.logits.safetensors  what transformers' AutoModelForMaskedLM (DebertaV2ForMaskedLM)
+                       computed from that export on the padded batch, valid rows (make check
+                       compares tupe's, 1e-4)
+  VERSIONS             package versions, and the largest differences measured
+
+    --build DIR        the build holding tupe-convert and tests/tupe-modeltool (default: the
+                       newest build/*/)
 """
 import argparse
+import glob
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
+
+import numpy as np
 
 import torch
 import safetensors
@@ -34,6 +61,7 @@ from safetensors.torch import save, load_file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tupe_ref as R  # noqa: E402
 import make_model_fixtures as MF  # noqa: E402
+from make_roformer_fixtures import logits as hf_logits, run, save_logits  # noqa: E402
 
 OUT = os.path.join(R.ROOT, "tests", "fixtures", "deberta")
 K, MAXREL = 8, 12
@@ -170,6 +198,106 @@ def make_buckets():
             for k, m in BUCKETS}
 
 
+CONV = os.path.join(R.ROOT, "tests", "fixtures", "convert")
+HFK, HFM, HFV = 8, 10, 60
+
+
+def hf_small(**kw):
+    from transformers import DebertaV2Config
+    base = dict(vocab_size=HFV, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=32, type_vocab_size=2,
+                layer_norm_eps=1e-7, pad_token_id=0, hidden_act="gelu", relative_attention=True,
+                position_buckets=HFK, max_relative_positions=HFM, pos_att_type="p2c|c2p",
+                share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+                legacy=True)
+    base.update(kw)
+    return DebertaV2Config(**base)
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.05 +
+                    (1.0 if name.endswith("LayerNorm.weight") else 0.0))
+
+
+def hf_dirs(ids, lengths, types):
+    """DebertaV2 directories saved by transformers, for import."""
+    from transformers import (DebertaV2ForMaskedLM, DebertaV2ForSequenceClassification,
+                              DebertaV2Model)
+    for d in ("hf-deberta", "hf-deberta-bare", "hf-deberta-v3head", "hf-deberta-cls"):
+        shutil.rmtree(os.path.join(OUT, d), ignore_errors=True)
+    torch.manual_seed(19)
+    m = DebertaV2ForMaskedLM(hf_small()).eval()
+    randomize(m, 19)
+    hf = os.path.join(OUT, "hf-deberta")
+    m.save_pretrained(hf)
+    shutil.copy(os.path.join(CONV, "vocab.txt"), hf)
+    m2 = DebertaV2ForMaskedLM.from_pretrained(hf).eval()
+    lg = hf_logits(m2, ids, lengths, np.zeros_like(ids))
+    save_logits(os.path.join(OUT, "hf-deberta.logits.safetensors"), lg)
+    save_logits(os.path.join(OUT, "hf-deberta-types.logits.safetensors"),
+                hf_logits(m2, ids, lengths, types))
+    bare = DebertaV2Model(hf_small()).eval()
+    bare.load_state_dict(m.deberta.state_dict())
+    bare.save_pretrained(os.path.join(OUT, "hf-deberta-bare"))
+    assert not any(k.startswith("deberta.") for k in
+                   load_file(os.path.join(OUT, "hf-deberta-bare", "model.safetensors")))
+    v3 = DebertaV2ForMaskedLM(hf_small(legacy=False)).eval()
+    sd = {k: v for k, v in m.state_dict().items() if not k.startswith("cls.")}
+    pre = "cls.predictions."
+    sd["lm_predictions.lm_head.dense.weight"] = m.state_dict()[pre + "transform.dense.weight"]
+    sd["lm_predictions.lm_head.dense.bias"] = m.state_dict()[pre + "transform.dense.bias"]
+    sd["lm_predictions.lm_head.LayerNorm.weight"] = m.state_dict()[pre + "transform.LayerNorm.weight"]
+    sd["lm_predictions.lm_head.LayerNorm.bias"] = m.state_dict()[pre + "transform.LayerNorm.bias"]
+    sd["lm_predictions.lm_head.bias"] = m.state_dict()[pre + "bias"]
+    missing, unexpected = v3.load_state_dict(sd, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    v3dir = os.path.join(OUT, "hf-deberta-v3head")
+    v3.save_pretrained(v3dir)
+    shutil.copy(os.path.join(CONV, "vocab.txt"), v3dir)
+    v3err = float(np.abs(hf_logits(v3, ids, lengths, np.zeros_like(ids)) - lg).max())
+    assert v3err < 1e-5, v3err
+    torch.manual_seed(20)
+    c = DebertaV2ForSequenceClassification(hf_small(num_labels=2)).eval()
+    randomize(c, 20)
+    c.save_pretrained(os.path.join(OUT, "hf-deberta-cls"))
+
+
+def export_case(build, ids, lengths):
+    """A deberta checkpoint -> DebertaV2ForMaskedLM: the export's hashes and transformers'
+    logits."""
+    import make_hf_fixtures as hfx
+    conv = os.path.join(build, "bin", "tupe-convert")
+    tool = os.path.join(build, "tests", "tupe-modeltool")
+    tiny = json.load(open(os.path.join(CONV, "tiny.json")))
+    ck = os.path.join(OUT, "deberta")
+    shutil.rmtree(ck, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as d:
+        mj = os.path.join(d, "deberta.json")
+        json.dump(dict(tiny, position="deberta", rel_pos_buckets=HFK, max_rel_pos=HFM), open(mj, "w"))
+        run(tool, "init", "--model", mj, "--vocab-size", HFV, "--seed", 21, "-o", ck,
+            stdout=subprocess.DEVNULL)
+        hf = os.path.join(d, "deberta-hf")
+        run(conv, "export", "--to", "hf", ck, "-o", hf, "--vocab", os.path.join(CONV, "vocab.txt"))
+        assert json.load(open(os.path.join(hf, "config.json")))["model_type"] == "deberta-v2"
+        with open(os.path.join(OUT, "deberta.files"), "w") as f:
+            f.write("".join(l for l in hfx.export_files(hf).splitlines(True) if "  ." not in l))
+        from transformers import AutoModelForMaskedLM
+        # hf_outputs' checks would fail on DeBERTa's padded query rows, which attend to
+        # everything (its mask is the outer product of the key mask): valid rows only here
+        lg = hf_logits(AutoModelForMaskedLM.from_pretrained(hf).eval(), ids, lengths,
+                       np.zeros_like(ids))
+        save_logits(os.path.join(OUT, "deberta.logits.safetensors"), lg)
+        mine = os.path.join(d, "deberta.tupe.safetensors")
+        run(tool, "logits", "-c", ck, "--input", os.path.join(CONV, "input.safetensors"), "-o",
+            mine, stdout=subprocess.DEVNULL)
+        worst = float(np.abs(load_file(mine)["logits"].numpy() - lg).max())
+        assert worst <= 1e-4, worst
+    return worst
+
+
 def write(path, t, meta=None):
     with open(path + ".tmp", "wb") as f:
         f.write(save(t, metadata=meta))
@@ -179,6 +307,7 @@ def write(path, t, meta=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed fixtures")
+    ap.add_argument("--build", help="build directory (default: the newest build/*/)")
     a = ap.parse_args()
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     os.makedirs(OUT, exist_ok=True)
@@ -196,9 +325,17 @@ def main():
         return 1 if bad else 0
     write(os.path.join(OUT, "deberta.safetensors"), t, meta)
     write(os.path.join(OUT, "buckets.safetensors"), bk)
+    inp = load_file(os.path.join(CONV, "input.safetensors"))
+    ids, lengths = inp["input.ids"].numpy(), inp["input.lengths"].numpy()
+    types = load_file(os.path.join(R.ROOT, "tests", "fixtures", "roformer",
+                                   "input-types.safetensors"))["input.types"].numpy()
+    hf_dirs(ids, lengths, types)
+    build = a.build or max(glob.glob(os.path.join(R.ROOT, "build", "*", "")), key=os.path.getmtime)
+    worst = export_case(build, ids, lengths)
     v = versions()
     with open(os.path.join(OUT, "VERSIONS"), "w") as f:
         f.write("".join(f"{k} {v[k]}\n" for k in sorted(v)))
+        f.write(f"export: max abs logits difference, tupe - transformers: {worst:.3g}\n")
     print(f"deberta: loss {info['loss']:.6f}, adam losses "
           f"{[round(x, 6) for x in info['adam_losses']]}")
     return 0
