@@ -234,8 +234,11 @@ static int draw_pos(tupe_cli *c, const args *a, tupe_inspect *in)
         return tupe_cli_usage(c, "%s is a %s model: it has no content-free positional term (%s); "
                               "'tupe-attnviz attn' draws its attention maps", a->ckpt,
                               tupe_position_name(cfg->position),
-                              tupe_cfg_rope(cfg) ? "its rotation acts on the content's queries "
-                                                   "and keys" : "it has no positions at all");
+                              tupe_cfg_rope(cfg)      ? "its rotation acts on the content's "
+                                                        "queries and keys"
+                              : tupe_cfg_deberta(cfg) ? "its relative terms are scores of the "
+                                                        "content's queries and keys"
+                                                      : "it has no positions at all");
     int have[NVIEWS] = {has_abs, has_rel, has_abs && has_rel, 1}, want[NVIEWS] = {0};
     if (!a->views || strcmp(a->views, "all") == 0)
         memcpy(want, have, sizeof want);

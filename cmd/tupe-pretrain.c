@@ -25,13 +25,13 @@ enum {
     O_OBJECTIVE, O_GEN_SIZE, O_RTD_WEIGHT, O_RECIPE, O_PROBE, O_WRITE_PROBE
 };
 
-#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope"
+#define VARIANTS "list:bert-a bert-r bert-ad tupe-a tupe-r rope alibi nope deberta"
 
 static const tupe_opt train_opts[] = {
     {O_DATA, "data", 'd', TUPE_REQARG, "DIR", "shard directory written by tupe-shard (required)", "dir"},
     {O_OUT, "output", 'o', TUPE_REQARG, "DIR", "run directory: config, metrics, checkpoints (required)", "out:dir"},
     {O_MODEL, "model", 'm', TUPE_REQARG, "NAME|FILE", "preset (tiny, small, bert-base, bert-large) or JSON\nconfiguration (default: that of --checkpoint, else\nbert-base)", "list:tiny small bert-base bert-large"},
-    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi\nor nope (default: the configuration's)", VARIANTS},
+    {O_POSITION, "position", 0, TUPE_REQARG, "VARIANT", "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi,\nnope or deberta (default: the configuration's)", VARIANTS},
     {O_UNTIE, "untie-cls", 0, TUPE_NOARG, NULL, "TUPE: give [CLS] its own positional scores (default)", NULL},
     {O_TIE, "tie-cls", 0, TUPE_NOARG, NULL, "TUPE: no [CLS] reset (the paper's TUPE-A tie-cls)", NULL},
     {O_CKPT, "checkpoint", 'c', TUPE_REQARG, "DIR", "start from these weights (a fresh optimizer)", "dir"},
@@ -81,7 +81,7 @@ static const tupe_opt eval_opts[] = {
     {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope; refused where a learned table has no rows", NULL},
+    {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope, deberta; refused where a learned table has\nno rows", NULL},
     {O_POS_BUCKET, "bucket", 0, TUPE_REQARG, "W", "also the loss of every W positions (0 = none;\ndefault: 0)", NULL},
     {O_ROPE_SCALING, "rope-scaling", 0, TUPE_REQARG, "MODE:F", "RoPE's angles past the trained length: pi:F\n(positions / F) or ntk:F (base x F^(d/(d-2)))", NULL},
     {O_WRITE_PROBE, "write-probe", 0, TUPE_REQARG, "FILE", "ELECTRA: write the probe scored (the corrupted\nsequences, labels, masks; one process)", "out:file"},

@@ -23,6 +23,7 @@
 #include "buffers.cuh"
 #include "collectives.cuh"
 #include "common.cuh"
+#include "disentangled.cuh"
 #include "embedding.cuh"
 #include "layernorm.cuh"
 #include "loss.cuh"
@@ -30,6 +31,7 @@
 #include "measure.cuh"
 #include "norm.cuh"
 #include "position.cuh"
+#include "disentangled.cuh"
 
 /* ---- creation, destruction ------------------------------------------------------------------ */
 
@@ -173,6 +175,8 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->qk_pos_add = cu_qk_pos_add;
     be->qk_pos_grad = cu_qk_pos_grad;
     be->rope = cu_rope;
+    be->dis_bias_fwd = cu_dis_bias_fwd;
+    be->dis_bias_bwd = cu_dis_bias_bwd;
     be->gather_rows = cu_gather_rows;
     be->scatter_rows = cu_scatter_rows;
     be->xent_fwd = cu_xent_fwd;

@@ -192,6 +192,19 @@ struct tupe_backend {
     void (*rope)(tupe_backend *be, tupe_dev *qkv, const tupe_dev *rot, int B, int T, int D,
                  int dh, int interleaved, int inverse);
 
+    /* DeBERTa's disentangled terms as the attention's per-sequence bias (wide, [B,H,T,T]):
+     * bias[b,h,i,j] = s (c2p[h, b*T+i, idx[i*T+j]] + p2c[h, b*T+j, idx[i*T+j]]), where
+     * c2p[h] = Q_h PK_h^T and p2c[h] = K_h PQ_h^T ([H, B*T, W] real) are the content's scores
+     * against the W relative rows in use and idx (int32 [T*T], in [0, W)) the row of (i, j). */
+    void (*dis_bias_fwd)(tupe_backend *be, tupe_dev *bias, const tupe_dev *c2p,
+                         const tupe_dev *p2c, const int32_t *idx, int B, int T, int H, int W,
+                         double s);
+    /* Its transpose, overwriting dc2p and dp2c ([H, B*T, W]) from G ([B,H,T,T], wide):
+     * dc2p[h, b*T+i, c] = s sum of G[b,h,i,j] over the j whose idx is c, in the order of j;
+     * dp2c[h, b*T+j, c] the same over i. */
+    void (*dis_bias_bwd)(tupe_backend *be, tupe_dev *dc2p, tupe_dev *dp2c, const tupe_dev *G,
+                         const int32_t *idx, int B, int T, int H, int W, double s);
+
     /* ---- heads and losses ---- */
     void (*gather_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                         int M, int D);

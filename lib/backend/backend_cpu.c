@@ -1051,6 +1051,53 @@ static void R(rope)(tupe_backend *be, tupe_dev *qkv_, const tupe_dev *rot_, int 
     }
 }
 
+static void R(dis_bias_fwd)(tupe_backend *be, tupe_dev *bias_, const tupe_dev *c2p_,
+                            const tupe_dev *p2c_, const int32_t *idx, int B, int T, int H, int W,
+                            double s)
+{
+    real *bias = (real *)bias_;
+    const real *c2p = (const real *)c2p_, *p2c = (const real *)p2c_;
+    size_t BT = (size_t)B * T;
+#pragma omp parallel for num_threads(be->nthreads) schedule(static)
+    for (int r = 0; r < B * H * T; r++) {
+        int b = r / (H * T), h = r / T % H, i = r % T;
+        const real *cq = c2p + ((size_t)h * BT + (size_t)b * T + i) * W;
+        const real *pk = p2c + ((size_t)h * BT + (size_t)b * T) * W;
+        const int32_t *ix = idx + (size_t)i * T;
+        real *o = bias + (size_t)r * T;
+        for (int j = 0; j < T; j++)
+            o[j] = (real)s * (cq[ix[j]] + pk[(size_t)j * W + ix[j]]);
+    }
+}
+
+static void R(dis_bias_bwd)(tupe_backend *be, tupe_dev *dc2p_, tupe_dev *dp2c_,
+                            const tupe_dev *G_, const int32_t *idx, int B, int T, int H, int W,
+                            double s)
+{
+    real *dc2p = (real *)dc2p_, *dp2c = (real *)dp2c_;
+    const real *G = (const real *)G_;
+    size_t BT = (size_t)B * T;
+    /* Row r of dc2p sums row i of G[b,h]; row r of dp2c sums column j: each row one thread's,
+     * summed in a fixed order. */
+#pragma omp parallel for num_threads(be->nthreads) schedule(static)
+    for (int r = 0; r < B * H * T; r++) {
+        int b = r / (H * T), h = r / T % H, t = r % T;
+        const real *g = G + ((size_t)b * H + h) * T * T;
+        real *dq = dc2p + ((size_t)h * BT + (size_t)b * T + t) * W;
+        real *dk = dp2c + ((size_t)h * BT + (size_t)b * T + t) * W;
+        memset(dq, 0, (size_t)W * sizeof(real));
+        memset(dk, 0, (size_t)W * sizeof(real));
+        for (int j = 0; j < T; j++)
+            dq[idx[(size_t)t * T + j]] += g[(size_t)t * T + j];
+        for (int i = 0; i < T; i++)
+            dk[idx[(size_t)i * T + t]] += g[(size_t)i * T + t];
+        for (int c = 0; c < W; c++) {
+            dq[c] *= (real)s;
+            dk[c] *= (real)s;
+        }
+    }
+}
+
 /* ---- heads and losses ------------------------------------------------------------------------ */
 
 static void R(gather_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *src_,
@@ -1193,6 +1240,8 @@ static void R(ops)(tupe_backend *be)
     be->qk_pos_add = R(qk_pos_add);
     be->qk_pos_grad = R(qk_pos_grad);
     be->rope = R(rope);
+    be->dis_bias_fwd = R(dis_bias_fwd);
+    be->dis_bias_bwd = R(dis_bias_bwd);
     be->gather_rows = R(gather_rows);
     be->scatter_rows = R(scatter_rows);
     be->xent_fwd = R(xent_fwd);

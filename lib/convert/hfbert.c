@@ -12,6 +12,7 @@
 #include "base/fileio.h"
 #include "base/outdir.h"
 #include "base/version.h"
+#include "convert/hfdeberta.h"
 #include "convert/hfelectra.h"
 #include "convert/hftokenizer.h"
 #include "convert/tensorfile.h"
@@ -37,6 +38,10 @@ static const struct { const char *ours, *hf; } prefixes[] = {
     {"position.query.", "bert.tupe.pos_q."},
     {"position.key.", "bert.tupe.pos_k."},
     {"position.relative_bias.", "bert.tupe.rel_bias."},
+    /* DeBERTa's shared relative table and its LayerNorm (DebertaV2Encoder's; the rest of a
+     * deberta model is named as BERT's, "bert." then read as "deberta.": hfdeberta.c) */
+    {"position.rel_embeddings.LayerNorm.", "deberta.encoder.LayerNorm."},
+    {"position.rel_embeddings.", "deberta.encoder.rel_embeddings."},
     {"classifier.dense.", "bert.pooler.dense."},
     {"classifier.out_proj.", "classifier."},
     {"cls.predictions.", "cls.predictions."},
@@ -159,6 +164,7 @@ typedef struct export_ctx {
     tupe_vocab *v;
     int bert;             /* model_type "bert" */
     int roformer;         /* model_type "roformer" (RoPE) */
+    int deberta;          /* model_type "deberta-v2" (hfdeberta.h) */
 } export_ctx;
 
 /* `data` is reused: every tensor gets a private copy. */
@@ -201,6 +207,8 @@ static int write_tensors(export_ctx *x, const char *path, tupe_err *e)
         }
         if (x->roformer)
             roformer_name(hf, sizeof hf);
+        if (x->deberta)
+            tupe_hfdeb_name(hf, sizeof hf);
         uint64_t shape[2] = {(uint64_t)p->shape[0], (uint64_t)p->shape[1]};
         int dt;
         const void *data = tupe_tset_raw(x->s, p->name, p->ndim, shape, &dt, e);
@@ -255,7 +263,7 @@ static const char *dtype_torch(int dt)
 
 static const char *export_type(const export_ctx *x)
 {
-    return x->bert ? "bert" : x->roformer ? "roformer" : "tupe";
+    return x->bert ? "bert" : x->roformer ? "roformer" : x->deberta ? "deberta-v2" : "tupe";
 }
 
 void tupe_hf_config_fields(json_t *j, const tupe_config *c, const tupe_vocab *v, int dtype,
@@ -297,7 +305,8 @@ static json_t *export_config(export_ctx *x)
     int cls = c->num_labels > 0;
     json_t *j = json_object();
     char arch[64];
-    snprintf(arch, sizeof arch, "%sFor%s", x->bert ? "Bert" : x->roformer ? "RoFormer" : "Tupe",
+    snprintf(arch, sizeof arch, "%sFor%s",
+             x->bert ? "Bert" : x->roformer ? "RoFormer" : x->deberta ? "DebertaV2" : "Tupe",
              cls ? "SequenceClassification" : "MaskedLM");
     json_object_set_new(j, "architectures", json_pack("[s]", arch));
     json_object_set_new(j, "model_type", json_string(export_type(x)));
@@ -307,6 +316,8 @@ static json_t *export_config(export_ctx *x)
     } else if (x->roformer) {
         json_object_set_new(j, "embedding_size", json_integer(c->hidden_size));
         json_object_set_new(j, "rotary_value", json_false());
+    } else if (x->deberta) {
+        tupe_hfdeb_write_config(j, c);
     } else {
         tupe_hf_tupe_fields(j, c);
         /* transformers runs the variants with the code written beside (trust_remote_code). */
@@ -458,6 +469,15 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
     }
     x.bert = x.c->position == TUPE_POS_BERT_A;
     x.roformer = x.c->position == TUPE_POS_ROPE;
+    x.deberta = x.c->position == TUPE_POS_DEBERTA;
+    if (x.deberta && x.c->num_labels > 0) {
+        rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: a deberta model with a "
+                       "classification head: DebertaV2ForSequenceClassification's ContextPooler "
+                       "applies its dropout before the dense layer and pooler_hidden_act after "
+                       "it, not tupe's head; the masked-LM checkpoint exports as "
+                       "DebertaV2ForMaskedLM", ckpt);
+        goto out;
+    }
     if (x.roformer && x.c->rope_base != ROFORMER_BASE) {
         rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: rope_base %g, but RoFormer, the "
                        "transformers class of a rotary encoder, rotates with base %g only",
@@ -472,11 +492,11 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
                        "RoFormerForMaskedLM)", ckpt);
         goto out;
     }
-    if (x.c->position > TUPE_POS_ROPE) {
+    if (x.c->position > TUPE_POS_ROPE && !x.deberta) {
         /* modeling_tupe.py computes the paper's five variants; no other is written as it. */
         rc = tupe_fail(e, TUPE_EUSAGE, "export --to hf: %s: a %s model has no Hugging Face form "
-                       "here (BERT-A exports as BertForMaskedLM, rope as RoFormerForMaskedLM, the "
-                       "other variants of the TUPE paper as the remote-code model)", ckpt,
+                       "here (BERT-A exports as BertForMaskedLM, rope as RoFormerForMaskedLM, "
+                       "deberta as DebertaV2ForMaskedLM, the other variants of the TUPE paper as the remote-code model)", ckpt,
                        tupe_position_name(x.c->position));
         goto out;
     }
@@ -515,7 +535,7 @@ int tupe_hf_export(const char *ckpt, const char *dir, const tupe_hf_export_opts 
         if ((rc = tupe_hf_write_json(path, cfg, e)) ||
             (rc = tupe_hf_write_tokenizer(tupe_dirtx_tmp(tx), x.v, o, x.state,
                                           x.c->max_position, x.c->type_vocab_size, e)) ||
-            (!x.bert && !x.roformer && (rc = tupe_hf_write_code(tupe_dirtx_tmp(tx), 0, e))))
+            (!x.bert && !x.roformer && !x.deberta && (rc = tupe_hf_write_code(tupe_dirtx_tmp(tx), 0, e))))
             goto out;
     }
     rc = tupe_dirtx_commit(tx, e);
@@ -545,6 +565,7 @@ typedef struct import_ctx {
     tupe_config c;
     int tupe;                /* model_type "tupe" */
     int roformer;            /* model_type "roformer" */
+    int deberta;             /* model_type "deberta-v2" (hfdeberta.h) */
     const char *mt;          /* the model_type */
     int head_missing;        /* masked-LM head absent: keep the seeded values */
     int legacy_noted;
@@ -598,19 +619,23 @@ static int read_config(import_ctx *x, tupe_err *e)
     tupe_config_default(c);
     const char *mt = get_str(x, "model_type", NULL);
     if (!mt)
-        return cfg_err(x, e, "model_type", "\"bert\", \"roformer\" or \"tupe\"");
-    if (strcmp(mt, "bert") != 0 && strcmp(mt, "tupe") != 0 && strcmp(mt, "roformer") != 0)
+        return cfg_err(x, e, "model_type", "\"bert\", \"roformer\", \"deberta-v2\" or \"tupe\"");
+    if (strcmp(mt, "bert") != 0 && strcmp(mt, "tupe") != 0 && strcmp(mt, "roformer") != 0 &&
+        strcmp(mt, "deberta-v2") != 0)
         return tupe_fail(e, TUPE_EDATA, "%s: model_type \"%s\" is not supported: expected \"bert\" "
-                         "(a BERT), \"roformer\" (a RoFormer) or \"tupe\" (a tupe-convert export)",
-                         x->cfgpath, mt);
+                         "(a BERT), \"roformer\" (a RoFormer), \"deberta-v2\" (DeBERTa v2/v3) or "
+                         "\"tupe\" (a tupe-convert export)", x->cfgpath, mt);
     x->mt = mt;
     x->tupe = strcmp(mt, "tupe") == 0;
     x->roformer = strcmp(mt, "roformer") == 0;
+    x->deberta = strcmp(mt, "deberta-v2") == 0;
     const char *act = get_str(x, "hidden_act", "gelu");
     if (!act || strcmp(act, "gelu") != 0)
         return cfg_err(x, e, "hidden_act", "\"gelu\" (the exact erf GELU, the only one tupe computes)");
     const char *pet = get_str(x, "position_embedding_type", x->tupe ? NULL : "absolute");
-    if (x->roformer) {
+    if (x->deberta) {
+        c->position = TUPE_POS_DEBERTA; /* its fields after the sizes: tupe_hfdeb_read_config */
+    } else if (x->roformer) {
         /* RoFormerConfig has no position_embedding_type: its rotation is RoPE, interleaved
          * (pairs 2t, 2t + 1), base 10000, on the queries and keys after their biases. */
         json_t *rv = json_object_get(x->j, "rotary_value");
@@ -645,12 +670,14 @@ static int read_config(import_ctx *x, tupe_err *e)
         (rc = get_int(x, "num_attention_heads", 12, &c->num_heads, e)) ||
         (rc = get_int(x, "intermediate_size", 3072, &c->intermediate_size, e)) ||
         (rc = get_int(x, "max_position_embeddings", x->roformer ? 1536 : 512, &c->max_position, e)) ||
-        (rc = get_int(x, "type_vocab_size", x->tupe ? 0 : 2, &c->type_vocab_size, e)) ||
+        (rc = get_int(x, "type_vocab_size", x->tupe || x->deberta ? 0 : 2, &c->type_vocab_size, e)) ||
         (rc = get_real(x, "hidden_dropout_prob", 0.1, &c->hidden_dropout, e)) ||
         (rc = get_real(x, "attention_probs_dropout_prob", 0.1, &c->attention_dropout, e)) ||
         (rc = get_real(x, "classifier_dropout", c->hidden_dropout, &c->classifier_dropout, e)) ||
-        (rc = get_real(x, "layer_norm_eps", 1e-12, &c->layer_norm_eps, e)) ||
+        (rc = get_real(x, "layer_norm_eps", x->deberta ? 1e-7 : 1e-12, &c->layer_norm_eps, e)) ||
         (rc = get_real(x, "initializer_range", 0.02, &c->initializer_range, e)))
+        return rc;
+    if (x->deberta && (rc = tupe_hfdeb_read_config(x->j, x->cfgpath, c, e)))
         return rc;
     if (x->roformer) {
         int es;
@@ -708,8 +735,11 @@ static int normalize_names(import_ctx *x, tupe_err *e)
         char buf[512];
         int bare = strncmp(n, "embeddings.", 11) == 0 || strncmp(n, "encoder.", 8) == 0 ||
                    strncmp(n, "pooler.", 7) == 0;
-        /* A RoFormer's "roformer." is a BERT's "bert." (RoFormerModel saves them bare). */
-        if (x->roformer && strncmp(n, "roformer.", 9) == 0)
+        /* A RoFormer's "roformer." is a BERT's "bert." (RoFormerModel saves them bare); a
+         * DebertaV2's names have their own spelling (hfdeberta.h). */
+        if (x->deberta)
+            tupe_hfdeb_to_bert(n, buf, sizeof buf);
+        else if (x->roformer && strncmp(n, "roformer.", 9) == 0)
             snprintf(buf, sizeof buf, "bert.%s", n + 9);
         else
             snprintf(buf, sizeof buf, "%s%s", bare ? "bert." : "", n);
@@ -1000,6 +1030,19 @@ int tupe_hf_import(const char *src, const char *ckpt, const tupe_hf_import_opts 
     if ((rc = read_config(&x, e)) || (rc = open_weights(&x, e)) || (rc = normalize_names(&x, e)) ||
         (rc = check_sizes(&x, e)) || (rc = read_casing(&x, e)) || (rc = check_sinusoid(&x, e)))
         goto out;
+    if (x.deberta && (tupe_tset_has_prefix(x.s, "classifier.") || tupe_tset_has_prefix(x.s, "pooler."))) {
+        rc = tupe_fail(e, TUPE_EDATA, "%s: a DeBERTa classification head (pooler.*, "
+                       "classifier.*): its ContextPooler applies dropout before the dense layer "
+                       "and pooler_hidden_act after it, not tupe's head, so it has no place in a "
+                       "tupe model; import the encoder (DebertaV2Model or DebertaV2ForMaskedLM) "
+                       "and fine-tune it with tupe-glue", src);
+        goto out;
+    }
+    if (x.deberta && (rc = tupe_hfdeb_check_vocab(src, e)))
+        goto out;
+    if (x.deberta)
+        tupe_tset_drop(x.s, "mask_predictions.", "DeBERTa's replaced-token head is not used "
+                       "(transformers ignores it too)", o->note, o->note_ctx);
     if (x.roformer && tupe_tset_has_prefix(x.s, "classifier.")) {
         rc = tupe_fail(e, TUPE_EDATA, "%s: a RoFormer classification head (classifier.*): it "
                        "applies hidden_act (GELU) between its dense layer and the output, tupe's "

@@ -27,7 +27,8 @@
  * AutoModelForSequenceClassification). A rope model exports as model_type "roformer"
  * (RoFormerForMaskedLM: the same names under "roformer.", RoFormer's sinusoidal table written;
  * a half-split model with its query and key rows permuted to RoFormer's interleaved pairs);
- * a rope base other than 10000, a rope classifier, ALiBi and NoPE are refused. Import reads
+ * a rope base other than 10000, a rope classifier, ALiBi and NoPE are refused. A deberta model
+ * exports as model_type "deberta-v2" (DebertaV2ForMaskedLM; hfdeberta.h) and imports back. Import reads
  * all three back (RoFormerForMaskedLM / RoFormerModel as rope, interleaved); a BERT's legacy LayerNorm.gamma/beta names,
  * F16/BF16 tensors, position_ids buffers and token types are handled as transformers does. */
 #ifndef TUPE_HFBERT_H

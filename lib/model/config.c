@@ -13,8 +13,9 @@
 #include "base/fileio.h"
 
 static const char *const pos_names[TUPE_POS_COUNT] = {"bert-a", "bert-r", "bert-ad", "tupe-a",
-                                                      "tupe-r", "rope",   "alibi",   "nope"};
-#define POS_LIST "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi, nope"
+                                                      "tupe-r", "rope",   "alibi",   "nope",
+                                                      "deberta"};
+#define POS_LIST "bert-a, bert-r, bert-ad, tupe-a, tupe-r, rope, alibi, nope, deberta"
 
 /* Each variant as a composition of positional terms (config.h). */
 static const unsigned pos_terms[TUPE_POS_COUNT] = {
@@ -26,6 +27,7 @@ static const unsigned pos_terms[TUPE_POS_COUNT] = {
     [TUPE_POS_ROPE] = TUPE_PE_ROTATION,
     [TUPE_POS_ALIBI] = TUPE_PE_LINEAR_BIAS,
     [TUPE_POS_NOPE] = 0,
+    [TUPE_POS_DEBERTA] = TUPE_PE_DISENTANGLED,
 };
 
 unsigned tupe_cfg_terms(const tupe_config *c)
@@ -77,6 +79,8 @@ double tupe_cfg_score_scale(const tupe_config *c)
         return 1.0 / sqrt(2.0 * d);
     if (c->position == TUPE_POS_BERT_AD)
         return 1.0 / sqrt(4.0 * d);
+    if (tupe_cfg_deberta(c))
+        return 1.0 / sqrt(3.0 * d);
     return 1.0 / sqrt(d);
 }
 
@@ -263,13 +267,21 @@ int tupe_config_check(const tupe_config *c, int need_vocab, tupe_err *e)
         return tupe_fail(e, TUPE_EDATA,
                          "hidden_size %d is not a multiple of num_attention_heads %d",
                          c->hidden_size, c->num_heads);
-    if (c->rel_pos_buckets % 4 != 0 || c->rel_pos_buckets < 4)
+    if (tupe_cfg_deberta(c) && c->rel_pos_buckets < 2)
+        return tupe_fail(e, TUPE_EDATA, "deberta: rel_pos_buckets %d (DeBERTa's position_buckets) "
+                         "must be at least 2", c->rel_pos_buckets);
+    if (!tupe_cfg_deberta(c) && (c->rel_pos_buckets % 4 != 0 || c->rel_pos_buckets < 4))
         return tupe_fail(e, TUPE_EDATA,
                          "rel_pos_buckets %d must be a positive multiple of 4 (two directions, "
                          "each half exact and half logarithmic)", c->rel_pos_buckets);
-    if (c->max_rel_pos <= c->rel_pos_buckets / 4)
+    if (!tupe_cfg_deberta(c) && c->max_rel_pos <= c->rel_pos_buckets / 4)
         return tupe_fail(e, TUPE_EDATA, "max_rel_pos %d must exceed rel_pos_buckets/4 = %d",
                          c->max_rel_pos, c->rel_pos_buckets / 4);
+    /* DeBERTa's log buckets: log((max_relative_positions - 1) / (k/2)) must be positive */
+    if (tupe_cfg_deberta(c) && c->max_rel_pos - 1 <= c->rel_pos_buckets / 2)
+        return tupe_fail(e, TUPE_EDATA, "deberta: max_rel_pos %d must exceed rel_pos_buckets/2 "
+                         "+ 1 = %d (DeBERTa's max_relative_positions and position_buckets)",
+                         c->max_rel_pos, c->rel_pos_buckets / 2 + 1);
     if (!(c->layer_norm_eps > 0))
         return tupe_fail(e, TUPE_EDATA, "layer_norm_eps must be positive");
     if (tupe_cfg_rope(c) && (c->hidden_size / c->num_heads) % 2 != 0)
@@ -337,7 +349,7 @@ int tupe_config_same_encoder(const tupe_config *a, const tupe_config *b, char *w
     }
     SAME(generator_hidden_size, "generator_hidden_size");
     SAME(rtd_head, "rtd_head");
-    if (tupe_cfg_rel(a)) {
+    if (tupe_cfg_rel(a) || tupe_cfg_deberta(a)) {
         SAME(rel_pos_buckets, "rel_pos_buckets");
         SAME(max_rel_pos, "max_rel_pos");
     }

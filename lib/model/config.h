@@ -22,6 +22,7 @@ enum tupe_position {
     TUPE_POS_ROPE,        /* rotary: Q and K rotated by their position (RoFormer) */
     TUPE_POS_ALIBI,       /* symmetric linear bias -m_h |i - j| (MosaicBERT, JinaBERT) */
     TUPE_POS_NOPE,        /* no positional information at all: the lower bound */
+    TUPE_POS_DEBERTA,     /* DeBERTa v2/v3's disentangled attention (c2p + p2c, log buckets) */
     TUPE_POS_COUNT
 };
 
@@ -32,7 +33,9 @@ enum tupe_pe_term {
     TUPE_PE_UNTIED_ABS = 1 << 2,  /* (LN(P) U^Q)(LN(P) U^K)^T as a bias, [CLS] reset (TUPE) */
     TUPE_PE_REL_BUCKET = 1 << 3,  /* a learned bias per head and T5 bucket of j - i */
     TUPE_PE_LINEAR_BIAS = 1 << 4, /* the fixed bias -m_h |i - j| (ALiBi) */
-    TUPE_PE_ROTATION = 1 << 5     /* Q and K rotated by angles proportional to the position */
+    TUPE_PE_ROTATION = 1 << 5,    /* Q and K rotated by angles proportional to the position */
+    TUPE_PE_DISENTANGLED = 1 << 6 /* DeBERTa's content-to-position and position-to-content
+                                     scores against one shared relative table (per sequence) */
 };
 
 /* RoPE's two layouts of the rotated pairs within a head of d columns. They compute the same
@@ -58,8 +61,11 @@ typedef struct tupe_config {
     double classifier_dropout;
     double layer_norm_eps;
     double initializer_range;
-    int rel_pos_buckets;       /* buckets of the T5 table (both directions together) */
-    int max_rel_pos;           /* distance at which the log buckets end */
+    int rel_pos_buckets;       /* buckets of the T5 table (both directions together); deberta:
+                                  DeBERTa's position_buckets k (a table of 2k rows, |i-j| up
+                                  to k/2 exact) */
+    int max_rel_pos;           /* distance at which the log buckets end (deberta: DeBERTa's
+                                  max_relative_positions) */
     int num_labels;            /* 0 = masked-LM head; 1 = regression head; >= 2 = classes */
     double rope_base;          /* RoPE: angle of pair t is position x rope_base^(-2t/d) */
     int rope_layout;           /* RoPE: enum tupe_rope_layout */
@@ -132,6 +138,10 @@ static inline int tupe_cfg_rope(const tupe_config *c)
 {
     return (tupe_cfg_terms(c) & TUPE_PE_ROTATION) != 0;
 }
+static inline int tupe_cfg_deberta(const tupe_config *c)
+{
+    return (tupe_cfg_terms(c) & TUPE_PE_DISENTANGLED) != 0;
+}
 /* A learned table of positions exists (so no position past max_position_embeddings). */
 static inline int tupe_cfg_pos_table(const tupe_config *c)
 {
@@ -161,7 +171,8 @@ static inline int tupe_cfg_learned_bias(const tupe_config *c)
 {
     return (tupe_cfg_terms(c) & (TUPE_PE_UNTIED_ABS | TUPE_PE_REL_BUCKET)) != 0;
 }
-/* Scale of the content scores: 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad, 1/sqrt(d) else. */
+/* Scale of the content scores: 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad, 1/sqrt(3d) for
+ * DeBERTa (its code's scale_factor 1 + #{c2p, p2c}), 1/sqrt(d) else. */
 double tupe_cfg_score_scale(const tupe_config *c);
 
 #endif

@@ -8,8 +8,9 @@
 #include "model/electra.h"
 
 /* Dropout sites (pointwise.h): the embedding output, per layer the attention probabilities,
- * the attention output, the GELU output and the FFN output, and the classifier. */
-enum { SITE_EMB = 0, SITE_CLS = 5, K_PROBS = 1, K_ATTN = 2, K_ACT = 3, K_FFN = 4 };
+ * the attention output, the GELU output, the FFN output and DeBERTa's relative table (one mask
+ * per step: the table is not per sequence), and the classifier. */
+enum { SITE_EMB = 0, SITE_CLS = 5, K_PROBS = 1, K_ATTN = 2, K_ACT = 3, K_FFN = 4, K_REL = 5 };
 static uint32_t layer_site(int l, int kind) { return (uint32_t)(8 * (l + 1) + kind); }
 
 typedef struct layer_acts {
@@ -170,7 +171,7 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_r(m, &m->dBr, N * D);
     plan_r(m, &m->dctx, N * D);
     plan_r(m, &m->dqkv, N * 3 * D);
-    tupe_posenc_plan(&m->pe, c, (int)Tc, plan_pe, m);
+    tupe_posenc_plan(&m->pe, c, (int)Bc, (int)Tc, plan_pe, m);
     size_t rows = c->rtd_head ? N : c->num_labels == 0 ? Mc : Bc;
     size_t cols = c->rtd_head ? 2 : c->num_labels == 0 ? V : (size_t)c->num_labels;
     size_t W = c->num_labels == 0 && !c->rtd_head ? E : D; /* the head's transform width */
@@ -637,10 +638,12 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
         need(m, layer_lo(m, l + 1));
         be->linear_fwd(be, a->qkv, NULL, m->hs[l], PAR(o->qkv_w), PAR(o->qkv_b), N, D, 3 * D,
                        TUPE_ACT_NONE, NULL);
-        tupe_posenc_qk(&m->pe, be, a->qkv, B, T);
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_REL), 0);
+        tupe_posenc_qk(&m->pe, be, y, m->params, l, a->qkv, B, T, &d);
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
-        be->attn_fwd(be, a->ctx, a->probs, a->lse, a->qkv, tupe_posenc_bias(&m->pe), 0, len, B,
-                     T, H, dh, scale, &d, m->attn_scr);
+        be->attn_fwd(be, a->ctx, a->probs, a->lse, a->qkv, tupe_posenc_bias(&m->pe),
+                     tupe_posenc_bias_bstride(&m->pe, T), len, B, T, H, dh, scale, &d,
+                     m->attn_scr);
         be->linear_fwd(be, m->tmp_nd, NULL, a->ctx, PAR(o->o_w), NULL, N, D, D, TUPE_ACT_NONE,
                        NULL);
         d = mkdrop(m, c->hidden_dropout, layer_site(l, K_ATTN), (uint64_t)T * D);
@@ -799,7 +802,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     if (m->ready)
         m->ready(m->ready_ctx, m->heads_lo);
 
-    tupe_posenc_bwd_begin(&m->pe, be, T);
+    tupe_posenc_bwd_begin(&m->pe, be, B, T);
     double scale = tupe_cfg_score_scale(c);
     for (int l = c->num_layers - 1; l >= 0; l--) {
         const tupe_layer_offsets *o = &y->layer[l];
@@ -820,11 +823,15 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
                          PAR(o->ln1_g), N, D, &d);
         be->linear_bwd(be, m->dctx, 0, GRD(o->o_w), GRD(o->o_b), m->dBr, a->ctx, PAR(o->o_w), N,
                        D, D);
+        if (!a->probs) /* the flash backward recomputes the scores: this layer's bias */
+            tupe_posenc_bias_layer(&m->pe, be, l, a->qkv, B, T);
         d = mkdrop(m, c->attention_dropout, layer_site(l, K_PROBS), (uint64_t)H * T * T);
         be->attn_bwd(be, m->dqkv, tupe_posenc_bias_acc(&m->pe), a->probs, a->lse, a->ctx,
-                     m->dctx, a->qkv, tupe_posenc_bias(&m->pe), 0, len, B, T, H, dh, scale, &d,
+                     m->dctx, a->qkv, tupe_posenc_bias(&m->pe),
+                     tupe_posenc_bias_bstride(&m->pe, T), len, B, T, H, dh, scale, &d,
                      m->attn_scr);
-        tupe_posenc_qk_bwd(&m->pe, be, m->dqkv, B, T);
+        d = mkdrop(m, c->hidden_dropout, layer_site(l, K_REL), 0);
+        tupe_posenc_qk_bwd(&m->pe, be, y, m->params, m->gdst, l, m->dqkv, a->qkv, B, T, &d);
         be->linear_bwd(be, m->dY, 1, GRD(o->qkv_w), GRD(o->qkv_b), m->dqkv, m->hs[l],
                        PAR(o->qkv_w), N, D, 3 * D);
         if (m->ready)
@@ -860,7 +867,9 @@ static int probe_probs(tupe_model *m, int layer, float *dst, size_t n, tupe_err 
     if (!probs || !ctx) {
         rc = tupe_fail(e, TUPE_EFAIL, "out of device memory for the attention probabilities");
     } else {
-        be->attn_fwd(be, ctx, probs, NULL, m->la[layer].qkv, tupe_posenc_bias(&m->pe), 0,
+        tupe_posenc_bias_layer(&m->pe, be, layer, m->la[layer].qkv, B, T);
+        be->attn_fwd(be, ctx, probs, NULL, m->la[layer].qkv, tupe_posenc_bias(&m->pe),
+                     tupe_posenc_bias_bstride(&m->pe, T),
                      (const int32_t *)m->i_len, B, T, H, D / H, tupe_cfg_score_scale(c), NULL,
                      m->attn_scr);
         be->download(be, dst, probs, n, TUPE_F32);

@@ -89,6 +89,7 @@ int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_
     size_t none = TUPE_NONE;
     lay->pos_emb = lay->tt_emb = lay->pos = lay->pos_ln_g = lay->pos_ln_b = none;
     lay->pos_q_w = lay->pos_q_b = lay->pos_k_w = lay->pos_k_b = lay->rel = none;
+    lay->drel = lay->drel_ln_g = lay->drel_ln_b = none;
     lay->mlm_w = lay->mlm_b = lay->mlm_ln_g = lay->mlm_ln_b = lay->mlm_bias = none;
     lay->cls_w = lay->cls_b = lay->out_w = lay->out_b = none;
     lay->emb_proj_w = lay->emb_proj_b = none;
@@ -127,6 +128,11 @@ int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_
     if (tupe_cfg_rel(c))
         lay->rel = add(&b, "position.relative_bias.weight", tupe_cfg_rel_rows(c), H,
                        TUPE_INIT_NORMAL);
+    if (tupe_cfg_deberta(c)) {
+        lay->drel = add(&b, "position.rel_embeddings.weight", 2 * c->rel_pos_buckets, D,
+                        TUPE_INIT_NORMAL);
+        layernorm(&b, "position.rel_embeddings.LayerNorm", D, &lay->drel_ln_g, &lay->drel_ln_b);
+    }
     for (int l = 0; l < c->num_layers; l++) {
         tupe_layer_offsets *o = &lay->layer[l];
         char p[TUPE_PARAM_NAME];

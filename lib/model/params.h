@@ -45,6 +45,7 @@ typedef struct tupe_layout {
     size_t word, pos_emb, tt_emb, emb_ln_g, emb_ln_b;
     size_t emb_proj_w, emb_proj_b;  /* embedding_size != hidden_size: [D, E] and [D] */
     size_t pos, pos_ln_g, pos_ln_b, pos_q_w, pos_q_b, pos_k_w, pos_k_b, rel;
+    size_t drel, drel_ln_g, drel_ln_b;  /* deberta: the shared relative table [2k, D], its LN */
     tupe_layer_offsets *layer;
     size_t mlm_w, mlm_b, mlm_ln_g, mlm_ln_b, mlm_bias;
     size_t cls_w, cls_b, out_w, out_b;

@@ -6,8 +6,11 @@
  *                           relative and linear biases into one [H,T,T] bias, BERT-Ad's
  *                           projections, RoPE's angles)
  *   in every layer          tupe_posenc_qk after the Q|K|V projection (BERT-Ad's positions
- *                           added, RoPE's rotation), tupe_posenc_bias for the attention
- *   backward, every layer   tupe_posenc_qk_bwd after the attention's backward
+ *                           added, RoPE's rotation, DeBERTa's disentangled scores into a
+ *                           per-sequence bias), tupe_posenc_bias for the attention
+ *   backward, every layer   tupe_posenc_bias_layer before the attention's backward (the
+ *                           layer's own bias again where it depends on content),
+ *                           tupe_posenc_qk_bwd after it
  *   backward, once          tupe_posenc_bwd: the shared terms' gradients
  *
  * The absolute input term (BERT's P[k]) is part of the embedding operation (embed_fwd). */
@@ -44,11 +47,18 @@ typedef struct tupe_posenc {
     int table_T;          /* the T the fixed tables (ALiBi bias, RoPE angles) were made for */
     int scaling;          /* enum tupe_rope_scaling */
     double factor;
+    /* DeBERTa: the W rows [lo, lo + W) of the relative table that T positions use, the row of
+     * every (i, j) among them (int32 [T*T]), the content's scores against them ([H, B*T, W]),
+     * each layer's projections of the table ([L, W, 2D]: its queries, then its keys) and their
+     * gradient, the table after the layer's dropout and its gradient ([W, D]). The bias and G
+     * are [B,H,T,T] (one per sequence). p_y, p_xh, p_rs, dpy hold the table's LayerNorm. */
+    int cap_batch, dis_T, dis_lo, dis_W, cap_W;
+    tupe_dev *dis_idx, *c2p, *p2c, *pqk, *dpqk, *rpd, *drpd;
 } tupe_posenc;
 
-/* Arena space for a capacity of cap_seq positions. */
-void tupe_posenc_plan(tupe_posenc *pe, const tupe_config *c, int cap_seq, tupe_posenc_plan_fn fn,
-                      void *ctx);
+/* Arena space for a capacity of cap_batch sequences of cap_seq positions. */
+void tupe_posenc_plan(tupe_posenc *pe, const tupe_config *c, int cap_batch, int cap_seq,
+                      tupe_posenc_plan_fn fn, void *ctx);
 /* After the arena exists: the tables that depend on the capacity only. */
 int tupe_posenc_setup(tupe_posenc *pe, tupe_backend *be, tupe_err *e);
 
@@ -59,19 +69,33 @@ int tupe_posenc_rope_scaling(tupe_posenc *pe, int scaling, double factor, tupe_e
 /* The forward pass's shared terms for sequences of T. params: the flat parameters. */
 int tupe_posenc_fwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
                     int T, tupe_err *e);
-/* The bias every layer's attention adds ([H,T,T], wide), or NULL. */
+/* The bias the attention adds ([H,T,T], wide), or NULL; with a bias_bstride (attn_fwd's) of
+ * tupe_posenc_bias_bstride: 0 when the sequences share it, H*T*T for DeBERTa's, which is the
+ * last layer's that tupe_posenc_qk or tupe_posenc_bias_layer made. */
 const tupe_dev *tupe_posenc_bias(const tupe_posenc *pe);
-/* A layer's Q|K|V ([B*T, 3D], after their biases) given its positions. */
-void tupe_posenc_qk(tupe_posenc *pe, tupe_backend *be, tupe_dev *qkv, int B, int T);
+size_t tupe_posenc_bias_bstride(const tupe_posenc *pe, int T);
+/* Layer l's Q|K|V ([B*T, 3D], after their biases) given its positions. y, params: the layout
+ * and the flat parameters (DeBERTa projects the table with the layer's own W_q, W_k); drop:
+ * the dropout of the relative table in this layer (DeBERTa's pos_dropout), or NULL. */
+void tupe_posenc_qk(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
+                    int l, tupe_dev *qkv, int B, int T, const tupe_drop *drop);
+/* Layer l's bias again from its qkv (DeBERTa's; nothing for the others): before the attention's
+ * backward where the forward kept no probabilities, and for probes. */
+void tupe_posenc_bias_layer(tupe_posenc *pe, tupe_backend *be, int l, const tupe_dev *qkv,
+                            int B, int T);
 
 /* Backward: begin (zero the accumulators), per layer with dqkv after the attention's backward,
  * then the shared terms into grads (the flat gradient buffer). */
-void tupe_posenc_bwd_begin(tupe_posenc *pe, tupe_backend *be, int T);
+void tupe_posenc_bwd_begin(tupe_posenc *pe, tupe_backend *be, int B, int T);
 /* The accumulator ([H,T,T], wide) the attention's backward adds the bias gradient into, summed
  * over the batch (backend.h's attn_bwd G), or NULL where the bias has no gradient (none, ALiBi's
  * fixed slopes). */
 tupe_dev *tupe_posenc_bias_acc(const tupe_posenc *pe);
-void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, tupe_dev *dqkv, int B, int T);
+/* Layer l's terms' backward: dqkv (+=) and, for DeBERTa, the layer's W_q, W_k gradients in
+ * grads (+=); qkv and drop as the forward's. */
+void tupe_posenc_qk_bwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y,
+                        tupe_dev *params, tupe_dev *grads, int l, tupe_dev *dqkv,
+                        const tupe_dev *qkv, int B, int T, const tupe_drop *drop);
 void tupe_posenc_bwd(tupe_posenc *pe, tupe_backend *be, const tupe_layout *y, tupe_dev *params,
                      tupe_dev *grads, int T);
 
@@ -83,6 +107,11 @@ int tupe_rel_bucket(int i, int j, int num_buckets, int max_distance);
 void tupe_rel_buckets(const tupe_config *c, int T, int32_t *out);
 /* ALiBi's slope of every head (Press et al.'s rule, for any head count): out[H]. */
 void tupe_alibi_slopes(int H, double *out);
+/* DeBERTa v2/v3's log bucket of the relative position r = i - j (make_log_bucket_position with
+ * bucket_size k, max_position maxpos): r itself for |r| <= k/2, else the sign of r times
+ * ceil(log(|r| / (k/2)) / log((maxpos - 1) / (k/2)) (k/2 - 1)) + k/2, in float as transformers
+ * computes it. The row of the table is then clamp(bucket + k, 0, 2k - 1). */
+int tupe_deberta_bucket(int r, int k, int maxpos);
 /* RoPE's angle of pair t (0 <= t < d/2) at position p: p x base^(-2t/d). */
 double tupe_rope_angle(double base, int d, int t, double p);
 

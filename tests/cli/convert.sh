@@ -188,6 +188,13 @@ run $C npy $F/bert-a -t nope -o $T/nope.npy
 [ $rc = 65 ] && has $T/err "tensor 'nope': not in this file" && [ ! -e $T/nope.npy ]
 verdict "npy of a tensor that is not there: exit 65, named"
 
+# files_of DIR: sha256 of every file of an export, config.json without its tupe_version line
+files_of() {
+    (cd "$1" && for f in *; do
+        if [ $f = config.json ]; then grep -v '"tupe_version"' $f | sha256sum | sed "s/ .*/  $f/"
+        else sha256sum $f; fi; done)
+}
+
 # ---- RoFormer (tests/reference/make_roformer_fixtures.py) ----------------------------------------
 R=$TUPE_SRC/tests/fixtures/roformer
 run $C import --from hf $R/hf-roformer -o $T/ro -v
@@ -229,9 +236,7 @@ verdict "embedding_size other than hidden_size: refused, naming the field"
 for case in rope rope-half; do
     in=$F/input.safetensors; [ $case = rope ] && in=$R/input-types.safetensors
     run $C export --to hf $R/$case -o $T/$case-hf --vocab $F/vocab.txt
-    [ $rc = 0 ] && (cd $T/$case-hf && for f in *; do
-        if [ $f = config.json ]; then grep -v '"tupe_version"' $f | sha256sum | sed "s/ .*/  $f/"
-        else sha256sum $f; fi; done) | diff - $R/$case.files >$T/out
+    [ $rc = 0 ] && files_of $T/$case-hf | diff - $R/$case.files >$T/out
     verdict "$case: the export is the RoFormerForMaskedLM transformers read"
     run $MT logits -c $R/$case --input $in --expect $R/$case.logits.safetensors --tol 1e-4
     [ $rc = 0 ]
@@ -256,6 +261,64 @@ $MT init --model $T/ropecls.json --vocab-size 60 --labels 2 -o $T/ropecls >/dev/
 run $C export --to hf $T/ropecls -o $T/ropecls-hf --vocab $F/vocab.txt
 [ $rc = 2 ] && has $T/err "RoFormerForSequenceClassification applies hidden_act" && [ ! -e $T/ropecls-hf ]
 verdict "export of a rope classifier: refused, saying why"
+
+# ---- DeBERTa v2/v3 (tests/reference/make_deberta_fixtures.py) -------------------------------------
+DB=$TUPE_SRC/tests/fixtures/deberta
+RI=$TUPE_SRC/tests/fixtures/roformer/input-types.safetensors
+run $C import --from hf $DB/hf-deberta -o $T/db -v
+[ $rc = 0 ] && has $T/err "deberta, " && $C info $T/db >$T/info 2>&1 &&
+    has $T/info '"position":"deberta"' && has $T/info '"rel_pos_buckets":8' && has $T/info '"max_rel_pos":10' &&
+    has $T/info '"type_vocab_size":2' && has $T/info '"layer_norm_eps":1e-7'
+verdict "import a DebertaV2ForMaskedLM saved by transformers: deberta, its buckets, token types"
+run $MT logits -c $T/db --input $F/input.safetensors --expect $DB/hf-deberta.logits.safetensors --tol 1e-5
+[ $rc = 0 ]
+verdict "its logits equal transformers' DebertaV2ForMaskedLM ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+run $MT logits -c $T/db --input $RI --expect $DB/hf-deberta-types.logits.safetensors --tol 1e-5
+[ $rc = 0 ]
+verdict "... with token types too"
+run $C import --from hf $DB/hf-deberta-v3head -o $T/db3
+run $MT logits -c $T/db3 --input $F/input.safetensors --expect $DB/hf-deberta.logits.safetensors --tol 1e-5
+[ $rc = 0 ]
+verdict "the newer head (legacy false, lm_predictions.lm_head.*) reads as the same model"
+run $C import --from hf $DB/hf-deberta-bare -o $T/dbbare --seed 3 -v
+[ $rc = 0 ] && has $T/err "no masked-LM head (cls.predictions.*): initialized from seed 3" &&
+    $C npy $T/db -t position.rel_embeddings.weight -o $T/da.npy &&
+    $C npy $T/dbbare -t position.rel_embeddings.weight -o $T/dbb.npy && cmp -s $T/da.npy $T/dbb.npy
+verdict "a bare DebertaV2Model: names without deberta., its encoder and relative table, the head from the seed"
+run $C export --to hf $T/db -o $T/db-hf --vocab $F/vocab.txt
+[ $rc = 0 ] && has $T/db-hf/config.json '"DebertaV2ForMaskedLM"' && has $T/db-hf/config.json '"share_att_key": true' &&
+    run $C import --from hf $T/db-hf -o $T/db2 && run $MT diff $T/db $T/db2
+[ $rc = 0 ]
+verdict "and back: DebertaV2ForMaskedLM, bit-identical"
+run $C export --to hf $DB/deberta -o $T/deberta-hf --vocab $F/vocab.txt
+[ $rc = 0 ] && files_of $T/deberta-hf | diff - $DB/deberta.files >$T/out
+verdict "deberta: the export is the DebertaV2ForMaskedLM transformers read"
+run $MT logits -c $DB/deberta --input $F/input.safetensors --expect $DB/deberta.logits.safetensors --tol 1e-4
+[ $rc = 0 ]
+verdict "deberta: tupe's logits are transformers' DebertaV2ForMaskedLM's on its export, padded batch ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+run $C import --from hf $DB/hf-deberta-cls -o $T/dbcls
+[ $rc = 65 ] && has $T/err "hf-deberta-cls: a DeBERTa classification head" && [ ! -e $T/dbcls ]
+verdict "DebertaV2ForSequenceClassification: refused (its ContextPooler), saying what to do"
+for f in 'share_att_key/"share_att_key": true/"share_att_key": false' \
+         'position_biased_input/"position_biased_input": false/"position_biased_input": true' \
+         'relative_attention/"relative_attention": true/"relative_attention": false' \
+         'pos_att_type/"p2c",/"p2c", "p2p",' 'norm_rel_ebd/"norm_rel_ebd": "layer_norm"/"norm_rel_ebd": "none"' \
+         'position_buckets/"position_buckets": 8/"position_buckets": -1'; do
+    key=${f%%/*}
+    rm -rf $T/dbf $T/dbf-ck && cp -r $DB/hf-deberta $T/dbf && sed -i "s/${f#*/}/" $T/dbf/config.json
+    run $C import --from hf $T/dbf -o $T/dbf-ck
+    [ $rc = 65 ] && has $T/err "\"$key\" must be" && [ ! -e $T/dbf-ck ]
+    verdict "DeBERTa with another $key: refused, naming the field"
+done
+rm -rf $T/dbs && cp -r $DB/hf-deberta $T/dbs && rm $T/dbs/vocab.txt && echo x >$T/dbs/spm.model
+run $C import --from hf $T/dbs -o $T/dbs-ck
+[ $rc = 65 ] && has $T/err "spm.model: a SentencePiece vocabulary" && has $T/err "WordPiece" && [ ! -e $T/dbs-ck ]
+verdict "a DeBERTa with a SentencePiece vocabulary only: refused, saying so"
+sed 's/"position": "bert-a"/"position": "deberta"/' $F/tiny.json >$T/dbcls.json
+$MT init --model $T/dbcls.json --vocab-size 60 --labels 2 -o $T/dbclsck >/dev/null 2>&1
+run $C export --to hf $T/dbclsck -o $T/dbclsck-hf --vocab $F/vocab.txt
+[ $rc = 2 ] && has $T/err "a deberta model with a classification head" && [ ! -e $T/dbclsck-hf ]
+verdict "export of a deberta classifier: refused, saying why"
 
 # ---- malformed inputs: refused with the place and what was expected -------------------------------
 bad() { # bad NAME EXPECTED-RC TEXT [import arguments...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The later positional encodings end to end (rope in both layouts, alibi, nope): tupe-pretrain
+# The later positional encodings end to end (rope in both layouts, alibi, nope, deberta): tupe-pretrain
 # trains and evaluates them from --position or the configuration, the checkpoint's
 # configuration keeps RoPE's fields, eval --seq-len/--bucket/--rope-scaling measure length
 # extrapolation (refused past a learned table's rows), tupe-attnviz draws ALiBi's bias (its
@@ -19,7 +19,7 @@ cat >$T/m.json <<'J'
 J
 common=(--data $T/shards --batch 8 --warmup 2 --lr 5e-3 --log-every 1 --eval-every 0 --save-every 0 --threads 2)
 
-for v in rope alibi nope; do
+for v in rope alibi nope deberta; do
     run $P train "${common[@]}" --model $T/m.json --position $v -o $T/$v --steps 6
     check "--position $v: trains, validates, saves" eval '[ $rc = 0 ] && grep -q "\"val_loss\"" $T/$v/metrics.jsonl &&
         has $T/$v/config.json "\"position\": \"$v\"" && [ -s $T/$v/checkpoints/step-00000006/model.safetensors ]'
@@ -48,7 +48,7 @@ check "attnviz pos: ALiBi's bias is -m_h |i - j| (rel and softmax views)" eval '
     [ -s $T/an/pos_rel.npy ] && [ -s $T/an/pos_softmax.npy ] && [ ! -e $T/an/pos_abs.npy ] &&
     [ "$(npyval $T/an/pos_rel.npy 0 0 5 16)" = -0.3125 ] && [ "$(npyval $T/an/pos_rel.npy 1 9 1 16)" = -0.03125 ] &&
     [ "$(npyval $T/an/pos_rel.npy 1 4 4 16)" = 0 ]'
-for v in rope nope; do
+for v in rope nope deberta; do
     run $TUPE_BIN/tupe-attnviz pos $T/$v/checkpoints/step-00000006 -o $T/x-$v
     check "attnviz pos on $v: a usage error that points to attn" eval '[ $rc = 2 ] &&
         has $T/err "a $v model: it has no content-free positional term" && has $T/err "tupe-attnviz attn"'
@@ -71,6 +71,11 @@ run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len 128 --
 check "--rope-scaling ntk:4 changes the loss" eval '[ $rc = 0 ] && ! cmp -s $T/out $T/rope-128.json'
 run $P eval -c $T/alibi/checkpoints/step-00000006 --data $T/long --seq-len 128 --threads 2
 check "alibi and nope evaluate past the trained length" eval '[ $rc = 0 ] && { $P eval -c $T/nope/checkpoints/step-00000006 --data $T/long --seq-len 128 --threads 2 >/dev/null 2>&1; }'
+run $P eval -c $T/deberta/checkpoints/step-00000006 --data $T/long --seq-len 128 --bucket 32 --format json --threads 2
+check "deberta evaluates past the trained length (its log buckets clamp)" eval '[ $rc = 0 ] &&
+    has $T/out "{\"from\":96,\"to\":128,\"loss\":"'
+run $P train "${common[@]}" --model $T/m.json --position deberta --tie-cls -o $T/dtie --steps 1
+check "deberta --tie-cls: a usage error (the [CLS] untie is TUPE's)" eval '[ $rc = 2 ] && has $T/err "tie-cls" && [ ! -e $T/dtie/checkpoints ]'
 run $P eval -c $T/alibi/checkpoints/step-00000006 --data $T/long --seq-len 128 --rope-scaling pi:2 --threads 2
 check "--rope-scaling on another variant: a usage error" eval '[ $rc = 2 ] && has $T/err "not rope"'
 run $P eval -c $T/rope/checkpoints/step-00000006 --data $T/long --seq-len 256 --threads 2
@@ -104,4 +109,16 @@ check "compare-positions.sh: a row per encoding, mean ± spread, n/a past a lear
     has $T/cmp/bert-a/seed-1/results.json "\"n/a\":"'
 run env "${cmp_env[@]}" bash $TUPE_SRC/share/tupe/examples/compare-positions.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/cmp
 check "compare-positions.sh again: the finished runs are read, not redone" eval '[ $rc = 0 ] && has $T/err "rope seed 2: done before"'
+# tupe-glue fine-tunes a deberta model (the classifier over its encoder, per-sequence terms in
+# every step)
+sample_glue $T/glue
+S=$TUPE_SRC/share/tupe/sample/corpus.txt.zst
+tupe-tokenize train -q --vocab-size 500 -o $T/gvocab.txt $S
+tupe-tokenize encode -q --docs line --vocab $T/gvocab.txt $S | tupe-shard write -q -o $T/gshards --seq-len 32 --valid-fraction 0.02 --shards 1
+run $P train --data $T/gshards --model $T/m.json --position deberta --batch 8 --steps 2 --warmup 1 --lr 5e-3 --save-every 0 --eval-every 0 --threads 2 -o $T/dpre
+run $TUPE_BIN/tupe-glue train --task RTE --data $T/glue --checkpoint $T/dpre/checkpoints/step-00000002 --vocab $T/gvocab.txt -o $T/dft --max-len 32 --max-train 32 --max-dev 8 --epochs 1 --threads 2
+check "tupe-glue fine-tunes a deberta model" eval '[ $rc = 0 ] && [ -s $T/dft/results.json ] && has $T/dft/best/model.safetensors rel_embeddings'
+run $TUPE_BIN/tupe-attnviz attn -c $T/dpre/checkpoints/step-00000002 --vocab $T/gvocab.txt -t "the time of the year" \
+    --measures $T/dm.json -o $T/dfig
+check "attnviz attn of deberta: maps and their locality and symmetry" eval '[ $rc = 0 ] && [ -s $T/dm.json ] && has $T/dm.json "symmetry"'
 exit $_failed

@@ -18,6 +18,9 @@
 #   step-t512-DEV       the same of tiny, batch 2, T = 512
 #   step-pe-DEV         a training step of the later encodings (rope interleaved and half-split,
 #                       alibi, nope) of small, batch 4, T = 77
+#   step-deberta-DEV    a training step of deberta (DeBERTa's disentangled attention, its
+#                       per-sequence bias) of small, batch 4, T = 77, through the flash
+#                       attention and again materialised (TUPE_ATTN=materialised)
 #   step-electra-DEV    a training step of ELECTRA pairs (tupe-r, bert-a, rope; generator 1/4)
 #                       of small, batch 4, T = 77: both losses, the generator's logits, its
 #                       draws and the labels (the same on both backends), the discriminator's
@@ -526,6 +529,7 @@ for dev in cuda cuda-bf16; do
         "step-small-$dev|6 variants, small, B=4, T=77|steps \$X $dev small 4 77"
         "step-t512-$dev|6 variants, tiny, B=2, T=512|steps \$X $dev tiny 2 512"
         "step-pe-$dev|rope, rope half, alibi, nope, small, B=4, T=77|steps \$X $dev small 4 77 rope 'rope --rope-half' alibi nope"
+        "step-deberta-$dev|deberta, small, B=4, T=77, flash and materialised|steps \$X $dev small 4 77 deberta && TUPE_ATTN=materialised steps \$X $dev small 4 77 deberta"
         "step-electra-$dev|ELECTRA pairs (generator 1/4) of tupe-r, bert-a, rope, small, B=4, T=77|steps \$X $dev small 4 77 'tupe-r --electra 0.25' 'bert-a --electra 0.25' 'rope --electra 0.25'"
         "curve-$dev|10 steps of tiny|\$X curve --ref cpu --dev $dev --model tiny --steps 10 --batch 4 --seq 64"
     )

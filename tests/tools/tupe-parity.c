@@ -713,6 +713,27 @@ static void ops_pos(pair *P, const shape *S)
             rel(P, &x);
         }
     rel(P, &rot);
+    /* DeBERTa's gather by relative row and its transpose: rows clamped at both ends (several
+     * keys of a query on one row), as the log buckets past max_rel_pos do. */
+    int W = 2 * (T / 3) + 1;
+    int32_t *ix = xmalloc((size_t)T * T * 4);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+            int c = i - j + W / 2;
+            ix[(size_t)i * T + j] = c < 0 ? 0 : c > W - 1 ? W - 1 : c;
+        }
+    buf bix = mki(P, ix, (size_t)T * T);
+    size_t nc = (size_t)H * B * T * W, nt = (size_t)B * H * T * T;
+    buf c2p = mkr(P, nc, 1), p2c = mkr(P, nc, 1), dbias = mkw(P, nt, 1);
+    double s = 1.0 / sqrt(3.0 * dh);
+    BOTH(be->dis_bias_fwd(be, D(dbias), D(c2p), D(p2c), IP(bix), B, T, H, W, s));
+    cmp(P, "dis_bias_fwd", "", "bias", &dbias, TOL(P, 1e-6, 1e-2));
+    buf dG = mkw(P, nt, 1);
+    BOTH(be->dis_bias_bwd(be, D(c2p), D(p2c), D(dG), IP(bix), B, T, H, W, s));
+    cmp(P, "dis_bias_bwd", "", "dc2p", &c2p, TOL(P, 1e-5, 2e-2));
+    cmp(P, "dis_bias_bwd", "", "dp2c", &p2c, TOL(P, 1e-5, 2e-2));
+    rel(P, &c2p), rel(P, &p2c), rel(P, &dbias), rel(P, &dG), rel(P, &bix);
+    free(ix);
 }
 
 static void ops_heads(pair *P, const shape *S)

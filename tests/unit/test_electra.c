@@ -402,6 +402,7 @@ static void grad_tupe_r_dropout(void) { gradcheck(TUPE_POS_TUPE_R, 1, 0.2); }
 static void grad_rope(void) { gradcheck(TUPE_POS_ROPE, 1, 0); }
 static void grad_alibi(void) { gradcheck(TUPE_POS_ALIBI, 1, 0); }
 static void grad_nope(void) { gradcheck(TUPE_POS_NOPE, 1, 0); }
+static void grad_deberta(void) { gradcheck(TUPE_POS_DEBERTA, 1, 0); }
 
 /* ---- layout and the order of the gradients --------------------------------------------------- */
 
@@ -567,5 +568,5 @@ static void masking(void)
 
 UNIT_MAIN(T(parity_cpu), T(parity_cpu64), T(grad_bert_a), T(grad_bert_r), T(grad_bert_ad),
           T(grad_tupe_a), T(grad_tupe_r), T(grad_tupe_r_dropout), T(grad_rope), T(grad_alibi),
-          T(grad_nope), T(layout), T(sampler),
+          T(grad_nope), T(grad_deberta), T(layout), T(sampler),
           T(masking))

@@ -38,6 +38,9 @@ static const gcase cases[] = {
     {"rope-half-dropout", TUPE_POS_ROPE, 1, 0, 0, 0.2},
     {"alibi", TUPE_POS_ALIBI, 1, 0, 0, 0},
     {"cls-nope", TUPE_POS_NOPE, 1, 3, 0, 0},
+    {"deberta", TUPE_POS_DEBERTA, 1, 0, 0, 0},
+    {"deberta-types-dropout", TUPE_POS_DEBERTA, 1, 0, 2, 0.2}, /* the table's dropout too */
+    {"cls-deberta", TUPE_POS_DEBERTA, 1, 3, 0, 0},
 };
 
 enum { B = 3, T = 9, V = 41 };
@@ -57,7 +60,8 @@ static void make_config(tupe_config *c, const gcase *k)
     c->type_vocab_size = k->types;
     c->hidden_dropout = c->attention_dropout = c->activation_dropout = c->classifier_dropout =
         k->dropout;
-    c->rel_pos_buckets = 8;   /* a small table whose log buckets T = 9 reaches */
+    c->rel_pos_buckets = 8;   /* a small table whose log buckets T = 9 reaches (deberta: and
+                                 clamps, |i - j| = 8 lying past max_rel_pos) */
     c->max_rel_pos = 6;
     c->num_labels = k->num_labels;
     if (strstr(k->name, "half"))
@@ -203,8 +207,12 @@ CASE(grad_rope, 11)
 CASE(grad_rope_half_dropout, 12)
 CASE(grad_alibi, 13)
 CASE(grad_cls_nope, 14)
+CASE(grad_deberta, 15)
+CASE(grad_deberta_types_dropout, 16)
+CASE(grad_cls_deberta, 17)
 
 UNIT_MAIN(T(grad_bert_a), T(grad_bert_r), T(grad_bert_ad), T(grad_tupe_a), T(grad_tupe_a_tie),
           T(grad_tupe_r), T(grad_tupe_r_tie), T(grad_tupe_r_dropout),
           T(grad_bert_a_types_dropout), T(grad_cls_tupe_r_dropout), T(grad_reg_bert_ad),
-          T(grad_rope), T(grad_rope_half_dropout), T(grad_alibi), T(grad_cls_nope))
+          T(grad_rope), T(grad_rope_half_dropout), T(grad_alibi), T(grad_cls_nope),
+          T(grad_deberta), T(grad_deberta_types_dropout), T(grad_cls_deberta))

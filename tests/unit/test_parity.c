@@ -10,12 +10,14 @@
 #include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/optim.h"
+#include "model/posenc.h"
 #include "unit.h"
 
 static char fixture[4096];
-static const char *fix(const char *name)
+static const char *fix_in(const char *dir, const char *name)
 {
-    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/model/%s.safetensors", unit_src(), name);
+    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/%s/%s.safetensors", unit_src(), dir,
+             name);
     return fixture;
 }
 
@@ -77,11 +79,36 @@ static void compare(const char *cs, const char *what, const float *ours, const f
               "largest value %.3g", cs, what, abs_err, tol, big);
 }
 
-static void run_case(const char *cs)
+/* DeBERTa: transformers' attention probabilities of every layer (hf.attn.L), on the rows of
+ * valid queries (transformers' padded rows are its own). */
+static void compare_attn(const char *cs, tupe_model *m, const tupe_st *st, const int32_t *len,
+                         int B, int T, int H, int L, double tol, double *worst)
+{
+    size_t n = (size_t)B * H * T * T;
+    float *ours = malloc(n * sizeof *ours), *ref;
+    tupe_err e;
+    for (int l = 0; l < L; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "hf.attn.%d", l);
+        CHECK_MSG(tupe_st_find(st, name) != NULL, "%s: no %s", cs, name);
+        CHECK_INT(tupe_model_probe(m, TUPE_PROBE_ATTN_PROBS, l, ours, n, &e), 0);
+        ref = floats(st, name, n);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < len[b]; i++) {
+                    size_t o = (((size_t)b * H + h) * T + i) * T;
+                    compare(cs, name, ours + o, ref + o, (size_t)T, tol, worst);
+                }
+        free(ref);
+    }
+    free(ours);
+}
+
+static void run_case_in(const char *dir, const char *cs)
 {
     tupe_st *st;
     tupe_err e;
-    int rc = tupe_st_open(&st, fix(cs), &e);
+    int rc = tupe_st_open(&st, fix_in(dir, cs), &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc)
         return;
@@ -170,6 +197,8 @@ static void run_case(const char *cs)
     } else {
         CHECK_INT(tupe_model_probe_size(m, TUPE_PROBE_POS_BIAS), 0);
     }
+    if (tupe_st_find(st, "hf.attn.0"))
+        compare_attn(cs, m, st, len, B, T, c.num_heads, c.num_layers, tol, &worst);
     CHECK_INT(tupe_model_backward(m, &e), 0);
     for (size_t i = 0; i < lay->count; i++) {
         const tupe_param *p = &lay->t[i];
@@ -235,6 +264,8 @@ static void run_case(const char *cs)
     tupe_st_close(st);
 }
 
+static void run_case(const char *cs) { run_case_in("model", cs); }
+
 static void bert_a(void) { run_case("bert-a"); }
 static void bert_r(void) { run_case("bert-r"); }
 static void bert_ad(void) { run_case("bert-ad"); }
@@ -247,6 +278,40 @@ static void rope(void) { run_case("rope"); }
 static void rope_half(void) { run_case("rope-half"); }
 static void alibi(void) { run_case("alibi"); }
 static void nope(void) { run_case("nope"); }
+/* DeBERTa v3's attention, against transformers' DebertaV2ForMaskedLM itself
+ * (tests/reference/make_deberta_fixtures.py): logits, gradients, AdamW steps, attention maps. */
+static void deberta(void) { run_case_in("deberta", "deberta"); }
+
+/* The log buckets equal transformers' make_log_bucket_position for every r in [-1100, 1100]
+ * at the fixture's (k, m), including DeBERTa v3 base's 256 / 512. */
+static void deberta_buckets(void)
+{
+    tupe_st *st;
+    tupe_err e;
+    int rc = tupe_st_open(&st, fix_in("deberta", "buckets"), &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    if (rc)
+        return;
+    int sets = 0;
+    for (size_t t = 0; t < tupe_st_count(st); t++) {
+        const char *name = tupe_st_at(st, t)->name;
+        int k, mx;
+        CHECK_INT(sscanf(name, "b.%d.%d", &k, &mx), 2);
+        size_t n;
+        int32_t *ref = ints(st, name, &n);
+        CHECK_INT(n, 2201);
+        int bad = 0;
+        for (int r = -1100; r <= 1100 && ref; r++)
+            if (tupe_deberta_bucket(r, k, mx) != ref[r + 1100] && bad++ < 3)
+                CHECK_MSG(0, "bucket(%d; %d, %d) = %d, transformers' %d", r, k, mx,
+                          tupe_deberta_bucket(r, k, mx), ref[r + 1100]);
+        free(ref);
+        sets++;
+    }
+    CHECK_INT(sets, 4);
+    tupe_st_close(st);
+}
 
 UNIT_MAIN(T(bert_a), T(bert_r), T(bert_ad), T(tupe_a), T(tupe_a_tie), T(tupe_r), T(cls_tupe_r),
-          T(reg_bert_a), T(rope), T(rope_half), T(alibi), T(nope))
+          T(reg_bert_a), T(rope), T(rope_half), T(alibi), T(nope), T(deberta),
+          T(deberta_buckets))

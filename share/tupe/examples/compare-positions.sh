@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compare positional encodings on equal terms: pre-train the same model with every encoding
-# (the TUPE paper's six and RoPE, ALiBi, NoPE) on the same shards, with the same budget,
+# (the TUPE paper's six and RoPE, ALiBi, NoPE, DeBERTa) on the same shards, with the same budget,
 # masks and seeds, then tabulate for each the validation MLM loss (mean and spread over the
 # seeds), the loss on the first 2x and 4x the training length of longer validation sequences
 # (n/a for a learned position table, which has no rows there), and dev scores of small GLUE
@@ -12,7 +12,7 @@
 # CORPUS: any text tupe-tokenize reads (default: the test corpus of the source tree when it is
 # there, else the bundled sample). Environment: MODEL (small), STEPS (1200), BATCH (32),
 # SEQ (128), LR (5e-4), SEEDS ("1 2 3"), ENCODINGS ("bert-a bert-r bert-ad tupe-a tupe-a-tie
-# tupe-r rope alibi nope"), GLUE (a glue_data directory; default: the source tree's when it
+# tupe-r rope alibi nope deberta"), GLUE (a glue_data directory; default: the source tree's when it
 # is there), TASKS ("RTE MRPC"; empty: no fine-tuning), GLUE_EPOCHS (3), VOCAB_SIZE (16384),
 # THREADS (all cores).
 set -euo pipefail
@@ -31,7 +31,7 @@ BATCH=${BATCH:-32}
 SEQ=${SEQ:-128}
 LR=${LR:-5e-4}
 SEEDS=${SEEDS:-"1 2 3"}
-ENCODINGS=${ENCODINGS:-"bert-a bert-r bert-ad tupe-a tupe-a-tie tupe-r rope alibi nope"}
+ENCODINGS=${ENCODINGS:-"bert-a bert-r bert-ad tupe-a tupe-a-tie tupe-r rope alibi nope deberta"}
 TASKS=${TASKS-"RTE MRPC"}
 GLUE=${GLUE:-}
 [ -z "$GLUE" ] && [ -d "$share/../../../shared/data/glue" ] && GLUE=$share/../../../shared/data/glue
