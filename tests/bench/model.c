@@ -239,12 +239,10 @@ static void w_scatter(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, cons
 {
     TIMED(P_SCATTER, 0, orig.scatter_rows(be, dst, src, idx, M, D));
 }
-static double w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
-                       int M, int V, int64_t *correct)
+static void w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                     int M, int V, tupe_dev *loss, tupe_dev *correct)
 {
-    double r = 0;
-    TIMED(P_XENT_F, 0, r = orig.xent_fwd(be, lse, logits, labels, M, V, correct));
-    return r;
+    TIMED(P_XENT_F, 0, orig.xent_fwd(be, lse, logits, labels, M, V, loss, correct));
 }
 static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, const tupe_dev *lse,
                      const int32_t *labels, int M, int V, double scale)

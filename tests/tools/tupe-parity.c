@@ -117,6 +117,21 @@ static float *randv(const pair *P, size_t n, double a, int wide)
     return v;
 }
 
+/* n device doubles (TUPE_DBL) holding init */
+static buf mkd(pair *P, const double *init, size_t n)
+{
+    buf b = {{NULL, NULL}, n, 0};
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        if (!(b.d[s] = be->alloc(be, n * sizeof(double)))) {
+            fprintf(stderr, "tupe-parity: out of device memory\n");
+            exit(2);
+        }
+        be->upload(be, b.d[s], init, n, TUPE_DBL);
+    }
+    return b;
+}
+
 static buf mk(pair *P, size_t n, int wide, const float *init)
 {
     buf b = {{NULL, NULL}, n, wide};
@@ -743,11 +758,16 @@ static void ops_heads(pair *P, const shape *S)
             lg[(size_t)m * V + lab[m]] = 8;
     }
     buf bl = mki(P, lab, (size_t)M), logits = mk(P, (size_t)M * V, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
-    double loss[2];
-    int64_t ok[2];
-    BOTH(loss[s_] = be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, &ok[s_]));
+    /* the sums are added to device doubles that already hold something */
+    const double start[2] = {0.25, 3};
+    double got[2][2];
+    buf sl = mkd(P, start, 2);
+    BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, D(sl), tupe_dev_dat(D(sl), 1)));
+    BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+    double loss[2] = {got[0][0], got[1][0]}, ok[2] = {got[0][1], got[1][1]};
+    rel(P, &sl);
     cmp_val(P, "xent_fwd", "", "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
-    cmp_val(P, "xent_fwd", "", "correct", (double)ok[0], (double)ok[1], 0);
+    cmp_val(P, "xent_fwd", "", "correct", ok[0], ok[1], 0);
     cmp(P, "xent_fwd", "", "lse", &lse, TOL(P, 1e-6, 1e-4));
     BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, 1.0 / M));
     cmp(P, "xent_bwd", "in-place", "dlogits", &logits, TOL(P, 1e-5, 1e-2));
@@ -759,7 +779,10 @@ static void ops_heads(pair *P, const shape *S)
     int Mm = 64;
     buf pred = mkr(P, (size_t)Mm, 2), tgt = mkw(P, (size_t)Mm, 2), dp = mk(P, (size_t)Mm, 0, NULL);
     double se[2];
-    BOTH(se[s_] = be->mse_fwd(be, D(pred), D(tgt), Mm));
+    sl = mkd(P, start, 1);
+    BOTH(be->mse_fwd(be, D(pred), D(tgt), Mm, D(sl)));
+    BOTH(be->download(be, &se[s_], D(sl), 1, TUPE_DBL));
+    rel(P, &sl);
     cmp_val(P, "mse_fwd", "", "sum", se[0], se[1], TOL(P, 1e-12, 1e-12));
     BOTH(be->mse_bwd(be, D(dp), D(pred), D(tgt), Mm, 0.25));
     cmp(P, "mse_bwd", "", "dpred", &dp, TOL(P, 1e-7, 8e-3));
