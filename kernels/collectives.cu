@@ -693,7 +693,7 @@ static double *sums_host(cu_priv *pr, size_t n)
 extern "C" int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
                                       size_t nranges, size_t n, size_t run, const tupe_dev *dvals,
                                       size_t ndv, double *vals, size_t nvals, double *sumsq,
-                                      tupe_err *e)
+                                      tupe_dev *dsumsq, tupe_err *e)
 {
     cu_priv *pr = PR(be);
     *sumsq = 0;
@@ -720,6 +720,8 @@ extern "C" int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const
     }
 #endif
     tree_sum_dev(pr, d, (int)np, d + k);
+    if (dsumsq && !pr->err) /* for the optimizer's clipping factor, where it stays */
+        CK(cudaMemcpyAsync(dsumsq, d + k, sizeof(double), cudaMemcpyDeviceToDevice, pr->s));
     /* the values (summed) and sumsq: nvals + 1 doubles from d + np */
     if (!pr->err && h && !CK(cudaMemcpyAsync(h, d + np, (nvals + 1) * sizeof(double),
                                              cudaMemcpyDeviceToHost, pr->s)))

@@ -216,9 +216,12 @@ struct tupe_backend {
 
     /* ---- optimizer ---- */
     /* AdamW on n elements: p (real) and g (real), moments m and v (wide). With master (wide)
-     * not NULL the update is made on the master and p receives its rounded copy. */
+     * not NULL the update is made on the master and p receives its rounded copy. sumsq: the
+     * gradient's global sum of squares, a device double (TUPE_DBL), from which the device
+     * computes the clipping factor (tupe_clip_scale of its root, a->clip, a->clip_tf) without a
+     * host wait; NULL: the factor is a->gscale. */
     void (*adamw)(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
-                  tupe_dev *master, size_t n, const tupe_adamw_args *a);
+                  tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq);
 
     /* Asynchronous backends: 0, or the first device error since the backend was made (the
      * operations cannot return one); later operations are skipped. NULL on the CPU. */

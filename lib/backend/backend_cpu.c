@@ -1155,12 +1155,13 @@ static void R(mse_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *pred_,
 
 /* The parameters are their own master here (wsize == esize): `master` is always NULL. */
 static void R(adamw)(tupe_backend *be, tupe_dev *p_, const tupe_dev *g_, tupe_dev *m_, tupe_dev *v_,
-                     tupe_dev *master, size_t n, const tupe_adamw_args *a)
+                     tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
 {
     (void)master;
     real *p = (real *)p_, *m = (real *)m_, *v = (real *)v_;
     const real *g = (const real *)g_;
-    real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)a->gscale;
+    double f = sumsq ? tupe_clip_scale(sqrt(*(const double *)sumsq), a->clip, a->clip_tf) : a->gscale;
+    real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)f;
     real decay = (real)(a->lr * a->wd), step = (real)a->step_size;
 #pragma omp parallel for simd num_threads(be->nthreads) schedule(static)
     for (size_t i = 0; i < n; i++) {

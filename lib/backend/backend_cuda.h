@@ -114,10 +114,12 @@ int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e);
  * zeros on the others; the first ndv of them the device doubles dvals, the others the host's
  * vals[ndv..nvals)), summed over the ranks by one NCCL all-reduce of doubles (exact: one term
  * of each is not zero), the runs' sums added by tupe_tree_sum_d's tree into *sumsq; vals
- * become their sums. Without an NCCL link (one GPU) the same without the all-reduce. */
+ * become their sums; *sumsq is also copied to the device double dsumsq (NULL: not). Without
+ * an NCCL link (one GPU) the same without the all-reduce. */
 int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
                            size_t nranges, size_t n, size_t run, const tupe_dev *dvals,
-                           size_t ndv, double *vals, size_t nvals, double *sumsq, tupe_err *e);
+                           size_t ndv, double *vals, size_t nvals, double *sumsq, tupe_dev *dsumsq,
+                           tupe_err *e);
 int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e);
 /* _mark records mark i after the collectives queued so far; _after makes the compute stream's
  * later work wait for mark i (the last record of it; none: no wait). */

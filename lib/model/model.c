@@ -869,7 +869,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     tupe_posenc_bwd(&m->pe, be, y, m->params, m->gdst, T);
     if (m->ready)
         m->ready(m->ready_ctx, 0);
-    return be->check ? be->check(be, e) : 0;
+    return 0; /* queued, not waited for (model.h): no host wait inside a step */
 }
 
 /* ---- probes ---------------------------------------------------------------------------------- */

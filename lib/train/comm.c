@@ -957,13 +957,13 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
 
 int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const size_t *ranges,
                        size_t nranges, size_t n, size_t run, const tupe_dev *dvals, size_t ndv,
-                       double *vals, size_t nvals, double *sumsq, tupe_err *e)
+                       double *vals, size_t nvals, double *sumsq, tupe_dev *dsumsq, tupe_err *e)
 {
     *sumsq = 0;
 #if defined(TUPE_HAVE_CUDA)
     if (c->path != PATH_HOST && tupe_backend_cuda_device(be) >= 0)
         return tupe_backend_cuda_sums(be, x, ranges, nranges, n, run, dvals, ndv, vals, nvals,
-                                      sumsq, e);
+                                      sumsq, dsumsq, e);
 #endif
     size_t np = (n + run - 1) / run, k = np + nvals;
     if (np > INT_MAX)
@@ -989,6 +989,8 @@ int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const 
         if (nvals)
             memcpy(vals, p + np, nvals * sizeof *p);
         *sumsq = tupe_tree_sum_d(p, (int)np);
+        if (dsumsq)
+            be->upload(be, dsumsq, sumsq, 1, TUPE_DBL);
     }
     return rc;
 }

@@ -77,6 +77,9 @@ int tupe_gradsync_begin(tupe_gradsync *g, int i, tupe_err *e);
 int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e);
 int tupe_gradsync_finish(tupe_gradsync *g, const tupe_dev *dvals, size_t ndv, double *vals,
                          size_t nvals, double *norm, tupe_err *e);
+/* The last finish's global sum of squares (norm^2, the same bits), left in a device double
+ * (TUPE_DBL) at a fixed address: tupe_adamw_step_dev's clipping factor. */
+const tupe_dev *tupe_gradsync_sumsq(const tupe_gradsync *g);
 /* Queues the gathers (ZeRO-1); they are waited for by the forward passes that need them, by
  * the next tupe_gradsync_finish, and by tupe_gradsync_gather_state. Anything else that reads
  * the parameters first calls tupe_gradsync_join. */

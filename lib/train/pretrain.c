@@ -1234,7 +1234,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         say(r, TUPE_NOTE_INFO, "step %lld: non-finite loss or gradient, update skipped (%lld so far)",
             (long long)step, (long long)t->st.skipped);
     } else {
-        tupe_adamw_step(t->opt, tupe_lr_at(&t->sched, step), *norm);
+        /* the clipping factor from the sum of squares the device kept (the same bits as the
+         * host's from *norm); the skip above is the host's, from the step's one read */
+        tupe_adamw_step_dev(t->opt, tupe_lr_at(&t->sched, step), tupe_gradsync_sumsq(t->gs));
         if ((rc = tupe_gradsync_share(t->gs, e)))
             return rc;
     }

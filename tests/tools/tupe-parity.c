@@ -806,17 +806,26 @@ static void ops_adamw(pair *P)
         dev->upload(dev, master, p0, n, TUPE_F32 | TUPE_WIDE);
     }
     tupe_adamw_args a = {1e-3, 0.01, 0.9, 0.999, 1e-6, 1e-3 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9),
-                         0.5};
+                         0.5, 0, 0};
     for (int it = 0; it < 2; it++)
-        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a));
-    cmp(P, "adamw", "2 steps", "p", &p, TOL(P, 1e-6, 8e-3));
-    cmp(P, "adamw", "2 steps", "m", &m, TOL(P, 1e-4, 1e-4));
-    cmp(P, "adamw", "2 steps", "v", &v, TOL(P, 1e-4, 1e-4));
+        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, NULL));
+    /* a third whose clipping factor the device computes from a sum of squares it holds (norm
+     * 2.5, clip 1), the reference's from the host's norm */
+    const double ss = 6.25;
+    buf dss = mkd(P, &ss, 1);
+    a.clip = 1.0;
+    a.clip_tf = 0;
+    a.gscale = tupe_clip_scale(sqrt(ss), a.clip, a.clip_tf);
+    BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, s_ ? D(dss) : NULL));
+    rel(P, &dss);
+    cmp(P, "adamw", "3 steps", "p", &p, TOL(P, 1e-6, 8e-3));
+    cmp(P, "adamw", "3 steps", "m", &m, TOL(P, 1e-4, 1e-4));
+    cmp(P, "adamw", "3 steps", "v", &v, TOL(P, 1e-4, 1e-4));
     if (master) {
         float *h[2] = {xmalloc(n * 4), xmalloc(n * 4)};
         P->be[0]->download(P->be[0], h[0], p.d[0], n, TUPE_F32);
         dev->download(dev, h[1], master, n, TUPE_F32 | TUPE_WIDE);
-        cmp_host(P, "adamw", "2 steps", "master", h[0], h[1], n, 1e-6);
+        cmp_host(P, "adamw", "3 steps", "master", h[0], h[1], n, 1e-6);
         free(h[0]);
         free(h[1]);
         dev->free(dev, master);
@@ -1223,12 +1232,15 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
     tupe_adamw *o = NULL;
     tupe_adamw_cfg ac;
     tupe_adamw_defaults(&ac);
-    if (tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
+    /* the loss stays on the device, as in a trainer's step (model.h), read after the last */
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
+    if (!sl || tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
         tupe_adamw_create(&o, m, &ac, &e)) {
-        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        fprintf(stderr, "tupe-parity: %s\n", sl ? e.msg : "out of device memory");
         rc = 2;
         goto done;
     }
+    tupe_model_sums_target(m, sl, 1);
     double t0 = 0, loss = 0;
     for (int t = 0; t < steps + 2; t++) {
         if (t == 2) {
@@ -1241,11 +1253,14 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
 #endif
             t0 = now();
         }
+        be->zero(be, sl, tupe_dbl_reals(be)); /* the last step's loss */
         if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
             goto done;
         tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
     }
     double dt = (now() - t0) / steps;
+    be->download(be, &loss, sl, 1, TUPE_DBL);
+    loss /= b.M > 0 ? b.M : 1;
     /* MFU of the real tokens (padding excluded) at the model's FLOPs per token (model/flops.h) */
     double real = 0;
     for (int s = 0; s < B; s++)
@@ -1262,13 +1277,16 @@ done: /* every path frees what it made (the suite runs under LeakSanitizer) */
         tupe_adamw_free(o);
     if (m)
         tupe_model_free(m);
+    if (sl)
+        be->free(be, sl);
     return rc;
 }
 
 #if defined(TUPE_HAVE_CUDA)
 /* The emulated GPU's counters of the second of two training steps (forward, backward, the
  * gradient norm, AdamW) of a model of configuration c: the first one grows the scratch
- * buffers, the second is a step as every later one is. */
+ * buffers, the second is a step as every later one is. The loss stays on the device (a
+ * trainer reads it with the norm: the step's one host wait). */
 static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n)
 {
     mbatch b;
@@ -1286,6 +1304,12 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     }
     double loss;
     int rc = 0;
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
+    if (!sl) {
+        fprintf(stderr, "tupe-parity: out of device memory\n");
+        rc = 2;
+    }
+    tupe_model_sums_target(m, sl, 1);
     for (int t = 1; t <= 2 && !rc; t++) {
         if (t == 2 && tupe_backend_cuda_counters_reset(be, &e)) {
             fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
@@ -1303,6 +1327,8 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     free_batch(&b);
     tupe_adamw_free(o);
     tupe_model_free(m);
+    if (sl)
+        be->free(be, sl);
     return rc;
 }
 #endif
