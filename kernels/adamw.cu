@@ -5,11 +5,14 @@
  * p; p then receives the (rounded) result. 16-byte accesses when vec. */
 template <class T>
 __global__ void k_adamw(T *p, const T *g, float *m, float *v, float *master, size_t n, float b1,
-                        float b2, float eps, float gs, float decay, float step, int vec)
+                        float b2, float eps, float gs, float decay, float step, int vec,
+                        const double *sumsq, double clip, int tf)
 {
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (i0 >= n)
         return;
+    if (sumsq) /* the clipping factor from the norm left on the device: no host wait */
+        gs = (float)tupe_clip_scale(sqrt(*sumsq), clip, tf);
     if (vec && i0 + VE <= n) {
         float w[VE], gv[VE], mv[VE], vv[VE];
         if (master)
@@ -38,7 +41,7 @@ __global__ void k_adamw(T *p, const T *g, float *m, float *v, float *master, siz
 }
 
 void cu_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
-                     tupe_dev *master, size_t n, const tupe_adamw_args *a)
+              tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
 {
     cu_priv *pr = PR(be);
     if (pr->err || n == 0)
@@ -50,10 +53,11 @@ void cu_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tup
     if (pr->bf16)
         k_adamw<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)p, (const bf16 *)g, (float *)m, (float *)v,
                                              (float *)master, n, b1, b2, eps, gs, decay, step,
-                                             vec);
+                                             vec, (const double *)sumsq, a->clip, a->clip_tf);
     else
         k_adamw<float><<<nb, 256, 0, pr->s>>>((float *)p, (const float *)g, (float *)m,
                                               (float *)v, (float *)master, n, b1, b2, eps, gs,
-                                              decay, step, vec);
+                                              decay, step, vec, (const double *)sumsq, a->clip,
+                                              a->clip_tf);
     LAUNCHED("k_adamw");
 }

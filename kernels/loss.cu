@@ -31,8 +31,9 @@ __global__ void k_xent_rows(float *lse, double *loss, double *ok, const T *logit
     }
 }
 
-/* out[0] = sum of a[0..n), out[1] = sum of b[0..n) (b may be NULL), fixed tree. */
-__global__ void k_sum2(const double *a, const double *b, int n, double *out)
+/* *oa += sum of a[0..n), *ob += sum of b[0..n) (ob may be NULL), fixed tree: the step's sums
+ * stay on the device (backend.h). */
+__global__ void k_sum2(const double *a, const double *b, int n, double *oa, double *ob)
 {
     __shared__ double sh[32];
     double sa = 0, sb = 0;
@@ -44,22 +45,21 @@ __global__ void k_sum2(const double *a, const double *b, int n, double *out)
     double ta = block_sum_d(sa, sh);
     double tb = block_sum_d(sb, sh);
     if (threadIdx.x == 0) {
-        out[0] = ta;
-        out[1] = tb;
+        *oa += ta;
+        if (ob)
+            *ob += tb;
     }
 }
 
-double cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                          const int32_t *labels, int M, int V, int64_t *correct)
+void cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                 int M, int V, tupe_dev *loss, tupe_dev *correct)
 {
     cu_priv *pr = PR(be);
-    if (correct)
-        *correct = 0;
     if (pr->err || M <= 0 || V <= 0)
-        return 0;
+        return;
     double *tmp = (double *)scratch(pr, SC_COL, 2 * (size_t)M * sizeof(double));
     if (!tmp)
-        return 0;
+        return;
     if (pr->bf16)
         k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
                                                          (const bf16 *)logits, labels, V);
@@ -67,13 +67,8 @@ double cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
         k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
                                                           (const float *)logits, labels, V);
     LAUNCHED("k_xent_rows");
-    k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, pr->dres + RED_PARTS);
+    k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, (double *)loss, (double *)correct);
     LAUNCHED("k_sum2");
-    if (pr->err || fetch_res(pr, RED_PARTS, 2))
-        return 0;
-    if (correct)
-        *correct = (int64_t)llround(pr->hres[1]);
-    return pr->hres[0];
 }
 
 /* dlogits = scale softmax - scale onehot; in place allowed. */
@@ -121,6 +116,7 @@ void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
     LAUNCHED("k_xent_bwd");
 }
 
+/* *out += the summed squared error (a step's sum stays on the device) */
 template <class T> __global__ void k_mse(const T *p, const float *t, int M, double *out)
 {
     __shared__ double sh[32];
@@ -131,24 +127,22 @@ template <class T> __global__ void k_mse(const T *p, const float *t, int M, doub
     }
     double tot = block_sum_d(s, sh);
     if (threadIdx.x == 0)
-        out[0] = tot;
+        *out += tot;
 }
 
-double cu_mse_fwd(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M)
+void cu_mse_fwd(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,
+                tupe_dev *loss)
 {
     cu_priv *pr = PR(be);
     if (pr->err || M <= 0)
-        return 0;
+        return;
     if (pr->bf16)
         k_mse<bf16><<<1, BS, 0, pr->s>>>((const bf16 *)pred, (const float *)target, M,
-                                         pr->dres + RED_PARTS);
+                                         (double *)loss);
     else
         k_mse<float><<<1, BS, 0, pr->s>>>((const float *)pred, (const float *)target, M,
-                                          pr->dres + RED_PARTS);
+                                          (double *)loss);
     LAUNCHED("k_mse");
-    if (pr->err || fetch_res(pr, RED_PARTS, 1))
-        return 0;
-    return pr->hres[0];
 }
 
 template <class T>

@@ -211,23 +211,30 @@ struct tupe_backend {
     /* dst[idx[m]] += src[m] (indices distinct). */
     void (*scatter_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                          int M, int D);
-    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Returns the summed
-     * loss (natural log); *correct counts rows whose first maximal logit is the label. */
-    double (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                       const int32_t *labels, int M, int V, int64_t *correct);
+    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Adds the summed
+     * loss (natural log) to *loss and the number of rows whose first maximal logit is the label
+     * to *correct (NULL: not counted): device doubles (TUPE_DBL), so that a step's scalars stay
+     * on the device until the host reads them, once per logging interval (no wait here). */
+    void (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
+                     const int32_t *labels, int M, int V, tupe_dev *loss, tupe_dev *correct);
     /* dlogits = scale (softmax(logits) - onehot); may be computed in place (dlogits == logits). */
     void (*xent_bwd)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
                      const tupe_dev *lse, const int32_t *labels, int M, int V, double scale);
-    /* Summed squared error of pred[M] against target[M] (wide); and dpred = scale 2 (pred - target). */
-    double (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M);
+    /* Adds the summed squared error of pred[M] against target[M] (wide) to *loss (a device
+     * double, as above); and dpred = scale 2 (pred - target). */
+    void (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,
+                    tupe_dev *loss);
     void (*mse_bwd)(tupe_backend *be, tupe_dev *dpred, const tupe_dev *pred,
                     const tupe_dev *target, int M, double scale);
 
     /* ---- optimizer ---- */
     /* AdamW on n elements: p (real) and g (real), moments m and v (wide). With master (wide)
-     * not NULL the update is made on the master and p receives its rounded copy. */
+     * not NULL the update is made on the master and p receives its rounded copy. sumsq: the
+     * gradient's global sum of squares, a device double (TUPE_DBL), from which the device
+     * computes the clipping factor (tupe_clip_scale of its root, a->clip, a->clip_tf) without a
+     * host wait; NULL: the factor is a->gscale. */
     void (*adamw)(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
-                  tupe_dev *master, size_t n, const tupe_adamw_args *a);
+                  tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq);
 
     /* Asynchronous backends: 0, or the first device error since the backend was made (the
      * operations cannot return one); later operations are skipped. NULL on the CPU. */
@@ -237,6 +244,10 @@ struct tupe_backend {
 
 /* Transfer flag: the device buffer is wide (upload, download). */
 #define TUPE_WIDE 0x100
+/* Transfer type: the device buffer holds doubles on every backend (a step's scalars: loss sums,
+ * counts, the gradient's sum of squares), copied as they are; host_dtype TUPE_DBL alone. Such a
+ * buffer is zeroed with zero(be, x, k * tupe_dbl_reals(be)) for k doubles. */
+#define TUPE_DBL 0x200
 
 /* "cpu" (fp32), "cpu64" (double precision, for gradient checks), "cuda" (fp32 on the GPU) or
  * "cuda-bf16" (bf16 mixed precision); "auto" is "cuda" when this build has the CUDA backend
@@ -268,6 +279,18 @@ int tupe_backend_local_gpu(void);
 static inline tupe_dev *tupe_dev_at(const tupe_backend *be, const tupe_dev *p, size_t n)
 {
     return p ? (tupe_dev *)((char *)p + n * (size_t)be->esize) : NULL;
+}
+
+/* p + n doubles (TUPE_DBL buffers). */
+static inline tupe_dev *tupe_dev_dat(const tupe_dev *p, size_t n)
+{
+    return p ? (tupe_dev *)((char *)p + n * sizeof(double)) : NULL;
+}
+
+/* Real elements of one double: what zero() is given per double of a TUPE_DBL buffer. */
+static inline size_t tupe_dbl_reals(const tupe_backend *be)
+{
+    return sizeof(double) / (size_t)be->esize;
 }
 
 /* p + n wide elements. */

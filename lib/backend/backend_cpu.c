@@ -210,8 +210,8 @@ static void R(upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
 {
     (void)be;
     dt &= ~TUPE_WIDE; /* wide buffers are real ones here (wsize == esize) */
-    if (dt == TUPE_I32) {
-        memcpy(dst, src, n * 4);
+    if (dt == TUPE_I32 || dt == TUPE_DBL) {
+        memcpy(dst, src, n * (dt == TUPE_DBL ? sizeof(double) : 4));
         return;
     }
     real *d = (real *)dst;
@@ -232,8 +232,8 @@ static void R(download)(tupe_backend *be, void *dst, const tupe_dev *src, size_t
 {
     (void)be;
     dt &= ~TUPE_WIDE;
-    if (dt == TUPE_I32) {
-        memcpy(dst, src, n * 4);
+    if (dt == TUPE_I32 || dt == TUPE_DBL) {
+        memcpy(dst, src, n * (dt == TUPE_DBL ? sizeof(double) : 4));
         return;
     }
     const real *s = (const real *)src;
@@ -1124,8 +1124,8 @@ static void R(scatter_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *sr
     }
 }
 
-static double R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logits_,
-                          const int32_t *labels, int M, int V, int64_t *correct)
+static void R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logits_,
+                        const int32_t *labels, int M, int V, tupe_dev *loss, tupe_dev *correct)
 {
     real *lse = (real *)lse_;
     const real *lg = (const real *)logits_;
@@ -1152,9 +1152,10 @@ static double R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logi
     double total = 0;
     for (int m = 0; m < M; m++)
         total += (double)lse[m] - (double)lg[(size_t)m * V + labels[m]];
+    /* the "device" doubles are host memory here */
+    *(double *)loss += total;
     if (correct)
-        *correct = ok;
-    return total;
+        *(double *)correct += (double)ok;
 }
 
 static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
@@ -1174,7 +1175,8 @@ static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
     }
 }
 
-static double R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev *target_, int M)
+static void R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev *target_, int M,
+                       tupe_dev *loss)
 {
     (void)be;
     const real *p = (const real *)pred_, *t = (const real *)target_;
@@ -1183,7 +1185,7 @@ static double R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev
         double e = (double)p[m] - (double)t[m];
         s += e * e;
     }
-    return s;
+    *(double *)loss += s;
 }
 
 static void R(mse_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *pred_,
@@ -1200,12 +1202,13 @@ static void R(mse_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *pred_,
 
 /* The parameters are their own master here (wsize == esize): `master` is always NULL. */
 static void R(adamw)(tupe_backend *be, tupe_dev *p_, const tupe_dev *g_, tupe_dev *m_, tupe_dev *v_,
-                     tupe_dev *master, size_t n, const tupe_adamw_args *a)
+                     tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
 {
     (void)master;
     real *p = (real *)p_, *m = (real *)m_, *v = (real *)v_;
     const real *g = (const real *)g_;
-    real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)a->gscale;
+    double f = sumsq ? tupe_clip_scale(sqrt(*(const double *)sumsq), a->clip, a->clip_tf) : a->gscale;
+    real b1 = (real)a->beta1, b2 = (real)a->beta2, eps = (real)a->eps, gs = (real)f;
     real decay = (real)(a->lr * a->wd), step = (real)a->step_size;
 #pragma omp parallel for simd num_threads(be->nthreads) schedule(static)
     for (size_t i = 0; i < n; i++) {

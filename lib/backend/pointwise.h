@@ -161,7 +161,19 @@ typedef struct tupe_adamw_args {
     double beta1, beta2, eps;
     double step_size;   /* lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
     double gscale;      /* gradient clipping factor, 1 when not clipped */
+    double clip;        /* where the factor is the device's (backend.h's adamw with a sum of */
+    int clip_tf;        /* squares): tupe_clip_scale's clip and rule */
 } tupe_adamw_args;
+
+/* The clipping factor of a gradient of global norm `norm` for the threshold clip (0: none):
+ * fairseq's min(1, clip / (norm + 1e-6)), or TensorFlow's clip / max(norm, clip) (tf, the
+ * ELECTRA recipe); 1 for a norm that is not finite. In double, the same on host and device. */
+TUPE_HD double tupe_clip_scale(double norm, double clip, int tf)
+{
+    if (!(clip > 0) || !isfinite(norm))
+        return 1.0;
+    return tf ? clip / fmax(norm, clip) : fmin(1.0, clip / (norm + 1e-6));
+}
 
 TUPE_HD void tupe_adamw_f(float *p, float *m, float *v, float g, float b1, float b2, float eps,
                           float decay, float step_size)

@@ -171,7 +171,8 @@ double tupe_grad_norm(tupe_model *m)
 /* The update of elements [lo, hi) of the flat buffers, whose moments start at moment
  * element `mo`: runs of tensors with the same decay and learning rate (the alignment gaps
  * between tensors hold zeros and stay zero). */
-static void update(tupe_adamw *o, const tupe_adamw_args *base, size_t lo, size_t hi, size_t mo)
+static void update(tupe_adamw *o, const tupe_adamw_args *base, const tupe_dev *sumsq, size_t lo,
+                   size_t hi, size_t mo)
 {
     tupe_model *m = o->m;
     tupe_backend *be = tupe_model_backend(m);
@@ -196,7 +197,7 @@ static void update(tupe_adamw *o, const tupe_adamw_args *base, size_t lo, size_t
             size_t k = mo + (a0 - lo);
             be->adamw(be, tupe_dev_at(be, p, a0), tupe_dev_at(be, g, a0),
                       tupe_dev_wat(be, o->m1, k), tupe_dev_wat(be, o->m2, k),
-                      tupe_dev_wat(be, w, a0), a1 - a0, a);
+                      tupe_dev_wat(be, w, a0), a1 - a0, a, sumsq);
         }
         i = j;
     }
@@ -212,13 +213,15 @@ static void step_args(tupe_adamw *o, double lr, double grad_norm, tupe_adamw_arg
     a->eps = o->cfg.eps;
     a->step_size = o->cfg.electra ? lr
                                   : lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
-    a->gscale = 1.0;
-    if (o->cfg.clip > 0 && isfinite(grad_norm))
-        a->gscale = o->cfg.electra ? o->cfg.clip / fmax(grad_norm, o->cfg.clip)
-                                   : fmin(1.0, o->cfg.clip / (grad_norm + 1e-6));
+    a->clip = o->cfg.clip;
+    a->clip_tf = o->cfg.electra;
+    a->gscale = tupe_clip_scale(grad_norm, a->clip, a->clip_tf);
 }
 
-void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
+/* Elements [lo, hi) of the ranges kept, the clipping factor the host's (sumsq NULL) or the
+ * device's. */
+static void step_range(tupe_adamw *o, double lr, double grad_norm, const tupe_dev *sumsq,
+                       size_t lo, size_t hi)
 {
     tupe_adamw_args a;
     step_args(o, lr, grad_norm, &a);
@@ -227,9 +230,19 @@ void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo
         size_t r0 = o->r[2 * i], r1 = o->r[2 * i + 1];
         size_t a0 = r0 > lo ? r0 : lo, a1 = r1 < hi ? r1 : hi;
         if (a1 > a0)
-            update(o, &a, a0, a1, at + (a0 - r0));
+            update(o, &a, sumsq, a0, a1, at + (a0 - r0));
         at += r1 - r0;
     }
+}
+
+void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
+{
+    step_range(o, lr, grad_norm, NULL, lo, hi);
+}
+
+void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq)
+{
+    step_range(o, lr, 0, sumsq, 0, tupe_model_layout(o->m)->total);
 }
 
 double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)

@@ -69,6 +69,10 @@ double tupe_grad_norm(tupe_model *m);
  * grad_norm >= 0 is given), then AdamW on every parameter it keeps moments for. Returns the
  * norm before clipping. */
 double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm);
+/* The same, the clipping factor computed on the device from sumsq, the gradient's global sum
+ * of squares in a device double (TUPE_DBL; train/gradsync.h leaves it there): no host wait.
+ * The factor is the one tupe_adamw_step computes from its root, bit for bit. */
+void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq);
 /* The same update restricted to elements [lo, hi) of the flat buffers; grad_norm must be the
  * global norm (>= 0). Each call counts as a step (the bias correction's t advances). */
 void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi);

@@ -28,6 +28,7 @@ struct tupe_gradsync {
     size_t *ranges, nranges;     /* what this rank updates */
     size_t *pieces;              /* its slot's piece of every bucket (nb ranges) */
     int gathered, waited;        /* buckets whose parameters are gathered, and waited for */
+    tupe_dev *sumsq;             /* the last finish's global sum of squares (a device double) */
 };
 
 /* The forward pass is about to read the parameters below hi: the compute stream waits for the
@@ -89,6 +90,8 @@ int tupe_gradsync_create(tupe_gradsync **out, tupe_model *m, tupe_comm *c,
     if (g->flat % unit)
         rc = tupe_fail(e, TUPE_EFAIL, "gradsync: the model's flat buffers (%zu) are not a "
                        "multiple of %zu", g->flat, unit);
+    if (!rc && !(g->sumsq = g->be->alloc(g->be, sizeof(double))))
+        rc = tupe_fail(e, TUPE_EFAIL, "out of device memory");
     /* the plan and its slots */
     g->plan = calloc((size_t)g->k, sizeof *g->plan);
     if (!rc && !g->plan)
@@ -180,6 +183,8 @@ void tupe_gradsync_free(tupe_gradsync *g)
         if (g->slot[d])
             g->be->free(g->be, g->slot[d]);
     free(g->slot);
+    if (g->sumsq)
+        g->be->free(g->be, g->sumsq);
     free(g->plan);
     free(g->cut);
     free(g->ranges);
@@ -257,7 +262,8 @@ int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e)
     return 0;
 }
 
-int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *norm, tupe_err *e)
+int tupe_gradsync_finish(tupe_gradsync *g, const tupe_dev *dvals, size_t ndv, double *vals,
+                         size_t nvals, double *norm, tupe_err *e)
 {
     tupe_backend *be = g->be;
     int rc = 0;
@@ -271,11 +277,14 @@ int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *n
     /* every rank its pieces, sharded or not: each run's sum from one rank, exact */
     double s = 0;
     if ((rc = tupe_comm_dev_sums(g->c, be, tupe_model_grads(g->m), g->pieces, (size_t)g->nb,
-                                 g->flat, TUPE_GRADSYNC_RUN, vals, nvals, &s, e)))
+                                 g->flat, TUPE_GRADSYNC_RUN, dvals, ndv, vals, nvals, &s,
+                                 g->sumsq, e)))
         return rc;
     *norm = sqrt(s);
     return 0;
 }
+
+const tupe_dev *tupe_gradsync_sumsq(const tupe_gradsync *g) { return g->sumsq; }
 
 int tupe_gradsync_share(tupe_gradsync *g, tupe_err *e)
 {

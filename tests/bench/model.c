@@ -239,12 +239,10 @@ static void w_scatter(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, cons
 {
     TIMED(P_SCATTER, 0, orig.scatter_rows(be, dst, src, idx, M, D));
 }
-static double w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
-                       int M, int V, int64_t *correct)
+static void w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                     int M, int V, tupe_dev *loss, tupe_dev *correct)
 {
-    double r = 0;
-    TIMED(P_XENT_F, 0, r = orig.xent_fwd(be, lse, logits, labels, M, V, correct));
-    return r;
+    TIMED(P_XENT_F, 0, orig.xent_fwd(be, lse, logits, labels, M, V, loss, correct));
 }
 static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, const tupe_dev *lse,
                      const int32_t *labels, int M, int V, double scale)
@@ -252,9 +250,9 @@ static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, cons
     TIMED(P_XENT_B, 0, orig.xent_bwd(be, d, logits, lse, labels, M, V, scale));
 }
 static void w_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
-                    tupe_dev *master, size_t n, const tupe_adamw_args *a)
+                    tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
 {
-    TIMED(P_ADAMW, 0, orig.adamw(be, p, g, m, v, master, n, a));
+    TIMED(P_ADAMW, 0, orig.adamw(be, p, g, m, v, master, n, a, sumsq));
 }
 static void w_zero(tupe_backend *be, tupe_dev *x, size_t n) { TIMED(P_ZERO, 0, orig.zero(be, x, n)); }
 static void w_scale(tupe_backend *be, tupe_dev *x, size_t n, double f) { TIMED(P_SCALE, 0, orig.scale(be, x, n, f)); }

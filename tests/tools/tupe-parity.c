@@ -117,6 +117,21 @@ static float *randv(const pair *P, size_t n, double a, int wide)
     return v;
 }
 
+/* n device doubles (TUPE_DBL) holding init */
+static buf mkd(pair *P, const double *init, size_t n)
+{
+    buf b = {{NULL, NULL}, n, 0};
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        if (!(b.d[s] = be->alloc(be, n * sizeof(double)))) {
+            fprintf(stderr, "tupe-parity: out of device memory\n");
+            exit(2);
+        }
+        be->upload(be, b.d[s], init, n, TUPE_DBL);
+    }
+    return b;
+}
+
 static buf mk(pair *P, size_t n, int wide, const float *init)
 {
     buf b = {{NULL, NULL}, n, wide};
@@ -764,11 +779,16 @@ static void ops_heads(pair *P, const shape *S)
             lg[(size_t)m * V + lab[m]] = 8;
     }
     buf bl = mki(P, lab, (size_t)M), logits = mk(P, (size_t)M * V, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
-    double loss[2];
-    int64_t ok[2];
-    BOTH(loss[s_] = be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, &ok[s_]));
+    /* the sums are added to device doubles that already hold something */
+    const double start[2] = {0.25, 3};
+    double got[2][2];
+    buf sl = mkd(P, start, 2);
+    BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, D(sl), tupe_dev_dat(D(sl), 1)));
+    BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+    double loss[2] = {got[0][0], got[1][0]}, ok[2] = {got[0][1], got[1][1]};
+    rel(P, &sl);
     cmp_val(P, "xent_fwd", "", "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
-    cmp_val(P, "xent_fwd", "", "correct", (double)ok[0], (double)ok[1], 0);
+    cmp_val(P, "xent_fwd", "", "correct", ok[0], ok[1], 0);
     cmp(P, "xent_fwd", "", "lse", &lse, TOL(P, 1e-6, 1e-4));
     BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, 1.0 / M));
     cmp(P, "xent_bwd", "in-place", "dlogits", &logits, TOL(P, 1e-5, 1e-2));
@@ -780,7 +800,10 @@ static void ops_heads(pair *P, const shape *S)
     int Mm = 64;
     buf pred = mkr(P, (size_t)Mm, 2), tgt = mkw(P, (size_t)Mm, 2), dp = mk(P, (size_t)Mm, 0, NULL);
     double se[2];
-    BOTH(se[s_] = be->mse_fwd(be, D(pred), D(tgt), Mm));
+    sl = mkd(P, start, 1);
+    BOTH(be->mse_fwd(be, D(pred), D(tgt), Mm, D(sl)));
+    BOTH(be->download(be, &se[s_], D(sl), 1, TUPE_DBL));
+    rel(P, &sl);
     cmp_val(P, "mse_fwd", "", "sum", se[0], se[1], TOL(P, 1e-12, 1e-12));
     BOTH(be->mse_bwd(be, D(dp), D(pred), D(tgt), Mm, 0.25));
     cmp(P, "mse_bwd", "", "dpred", &dp, TOL(P, 1e-7, 8e-3));
@@ -804,17 +827,26 @@ static void ops_adamw(pair *P)
         dev->upload(dev, master, p0, n, TUPE_F32 | TUPE_WIDE);
     }
     tupe_adamw_args a = {1e-3, 0.01, 0.9, 0.999, 1e-6, 1e-3 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9),
-                         0.5};
+                         0.5, 0, 0};
     for (int it = 0; it < 2; it++)
-        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a));
-    cmp(P, "adamw", "2 steps", "p", &p, TOL(P, 1e-6, 8e-3));
-    cmp(P, "adamw", "2 steps", "m", &m, TOL(P, 1e-4, 1e-4));
-    cmp(P, "adamw", "2 steps", "v", &v, TOL(P, 1e-4, 1e-4));
+        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, NULL));
+    /* a third whose clipping factor the device computes from a sum of squares it holds (norm
+     * 2.5, clip 1), the reference's from the host's norm */
+    const double ss = 6.25;
+    buf dss = mkd(P, &ss, 1);
+    a.clip = 1.0;
+    a.clip_tf = 0;
+    a.gscale = tupe_clip_scale(sqrt(ss), a.clip, a.clip_tf);
+    BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, s_ ? D(dss) : NULL));
+    rel(P, &dss);
+    cmp(P, "adamw", "3 steps", "p", &p, TOL(P, 1e-6, 8e-3));
+    cmp(P, "adamw", "3 steps", "m", &m, TOL(P, 1e-4, 1e-4));
+    cmp(P, "adamw", "3 steps", "v", &v, TOL(P, 1e-4, 1e-4));
     if (master) {
         float *h[2] = {xmalloc(n * 4), xmalloc(n * 4)};
         P->be[0]->download(P->be[0], h[0], p.d[0], n, TUPE_F32);
         dev->download(dev, h[1], master, n, TUPE_F32 | TUPE_WIDE);
-        cmp_host(P, "adamw", "2 steps", "master", h[0], h[1], n, 1e-6);
+        cmp_host(P, "adamw", "3 steps", "master", h[0], h[1], n, 1e-6);
         free(h[0]);
         free(h[1]);
         dev->free(dev, master);
@@ -1221,12 +1253,15 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
     tupe_adamw *o = NULL;
     tupe_adamw_cfg ac;
     tupe_adamw_defaults(&ac);
-    if (tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
+    /* the loss stays on the device, as in a trainer's step (model.h), read after the last */
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
+    if (!sl || tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
         tupe_adamw_create(&o, m, &ac, &e)) {
-        fprintf(stderr, "tupe-parity: %s\n", e.msg);
+        fprintf(stderr, "tupe-parity: %s\n", sl ? e.msg : "out of device memory");
         rc = 2;
         goto done;
     }
+    tupe_model_sums_target(m, sl, 1);
     double t0 = 0, loss = 0;
     for (int t = 0; t < steps + 2; t++) {
         if (t == 2) {
@@ -1239,11 +1274,14 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
 #endif
             t0 = now();
         }
+        be->zero(be, sl, tupe_dbl_reals(be)); /* the last step's loss */
         if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
             goto done;
         tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
     }
     double dt = (now() - t0) / steps;
+    be->download(be, &loss, sl, 1, TUPE_DBL);
+    loss /= b.M > 0 ? b.M : 1;
     /* MFU of the real tokens (padding excluded) at the model's FLOPs per token (model/flops.h) */
     double real = 0;
     for (int s = 0; s < B; s++)
@@ -1260,13 +1298,16 @@ done: /* every path frees what it made (the suite runs under LeakSanitizer) */
         tupe_adamw_free(o);
     if (m)
         tupe_model_free(m);
+    if (sl)
+        be->free(be, sl);
     return rc;
 }
 
 #if defined(TUPE_HAVE_CUDA)
 /* The emulated GPU's counters of the second of two training steps (forward, backward, the
  * gradient norm, AdamW) of a model of configuration c: the first one grows the scratch
- * buffers, the second is a step as every later one is. */
+ * buffers, the second is a step as every later one is. The loss stays on the device (a
+ * trainer reads it with the norm: the step's one host wait). */
 static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n)
 {
     mbatch b;
@@ -1284,6 +1325,12 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     }
     double loss;
     int rc = 0;
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
+    if (!sl) {
+        fprintf(stderr, "tupe-parity: out of device memory\n");
+        rc = 2;
+    }
+    tupe_model_sums_target(m, sl, 1);
     for (int t = 1; t <= 2 && !rc; t++) {
         if (t == 2 && tupe_backend_cuda_counters_reset(be, &e)) {
             fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
@@ -1301,6 +1348,8 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     free_batch(&b);
     tupe_adamw_free(o);
     tupe_model_free(m);
+    if (sl)
+        be->free(be, sl);
     return rc;
 }
 #endif

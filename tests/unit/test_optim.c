@@ -189,5 +189,55 @@ static void adamw_range_shards(void)
     }
 }
 
-UNIT_MAIN(T(schedule), T(adamw_range_shards), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
+/* The clipping factor computed on the device from a sum of squares held there (the trainer's
+ * way: no host wait) updates the weights bit for bit as the host's factor from its root, for
+ * fairseq's rule and TensorFlow's (ELECTRA), clipping and not. */
+static void adamw_device_clip(void)
+{
+    tupe_err e;
+    tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, NULL, NULL, 0, 0, .rtd_label = NULL};
+    const double clips[3] = {0.05, 0.05, 100};
+    for (int c = 0; c < 3; c++) {
+        tupe_model *m[2];
+        tupe_adamw *o[2];
+        tupe_adamw_cfg oc;
+        tupe_adamw_defaults(&oc);
+        oc.clip = clips[c];
+        oc.electra = c == 1;
+        for (int k = 0; k < 2; k++) {
+            m[k] = small_model();
+            CHECK_INT(tupe_adamw_create(&o[k], m[k], &oc, &e), 0);
+        }
+        tupe_dev *dss = be->alloc(be, sizeof(double));
+        CHECK(dss != NULL);
+        size_t n = tupe_model_layout(m[0])->total;
+        for (int step = 1; step <= 2; step++) {
+            double ss[2];
+            for (int k = 0; k < 2; k++) {
+                tupe_model_zero_grad(m[k]);
+                CHECK_INT(tupe_model_forward(m[k], &b, NULL, NULL, &e), 0);
+                CHECK_INT(tupe_model_backward(m[k], &e), 0);
+                ss[k] = be->sumsq(be, tupe_model_grads(m[k]), n);
+            }
+            CHECK(ss[0] == ss[1]);
+            be->upload(be, dss, &ss[1], 1, TUPE_DBL);
+            tupe_adamw_step(o[0], 1e-2, sqrt(ss[0]));
+            tupe_adamw_step_dev(o[1], 1e-2, dss);
+        }
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+        be->download(be, x, tupe_model_params(m[0]), n, TUPE_F32);
+        be->download(be, y, tupe_model_params(m[1]), n, TUPE_F32);
+        CHECK_MSG(memcmp(x, y, n * sizeof *x) == 0, "clip %g%s: the device's factor differs",
+                  clips[c], c == 1 ? " (ELECTRA's rule)" : "");
+        CHECK_INT(tupe_adamw_steps(o[1]), 2);
+        free(x), free(y);
+        be->free(be, dss);
+        for (int k = 0; k < 2; k++) {
+            tupe_adamw_free(o[k]);
+            tupe_model_free(m[k]);
+        }
+    }
+}
+
+UNIT_MAIN(T(schedule), T(adamw_range_shards), T(adamw_device_clip), T(adamw_decay_all), T(adamw_exclude_ln_bias_and_clip), T(adamw_no_clip),
           T(adamw_lr_scale), T(bad_settings))
