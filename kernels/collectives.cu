@@ -235,24 +235,28 @@ void nccl_destroy(cu_priv *pr)
         return;
     if (!pr->err)
         wait_stream(pr, nl->cs, "cudaStreamSynchronize (communication)");
+    /* The lock is let go between the finalize's polls, as in nccl_done: a peer that died
+     * keeps the finalize in progress until the timeout, and the watch thread's abort (which
+     * takes the lock) is what ends it sooner; it may then have freed the communicator. */
     pthread_mutex_lock(&nl->mu);
-    if (nl->comm) {
-        if (!pr->err) {
-            ncclResult_t r = NCCL.finalize(nl->comm);
-            double t0 = now_s();
-            while (r == ncclInProgress && now_s() - t0 < nl->timeout &&
-                   NCCL.async_error(nl->comm, &r) == ncclSuccess)
-                if (r == ncclInProgress)
-                    sleep_us(100);
-            if (r == ncclSuccess)
-                NCCL.destroy(nl->comm);
-            else
-                NCCL.abort(nl->comm);
-        } else {
+    if (nl->comm && !pr->err) {
+        ncclResult_t r = NCCL.finalize(nl->comm);
+        double t0 = now_s();
+        while (r == ncclInProgress && nl->comm && now_s() - t0 < nl->timeout &&
+               NCCL.async_error(nl->comm, &r) == ncclSuccess)
+            if (r == ncclInProgress) {
+                pthread_mutex_unlock(&nl->mu);
+                sleep_us(100);
+                pthread_mutex_lock(&nl->mu);
+            }
+        if (nl->comm && r == ncclSuccess)
+            NCCL.destroy(nl->comm);
+        else if (nl->comm)
             NCCL.abort(nl->comm);
-        }
-        nl->comm = NULL;
+    } else if (nl->comm) {
+        NCCL.abort(nl->comm);
     }
+    nl->comm = NULL;
     pthread_mutex_unlock(&nl->mu);
     cudaStreamSynchronize(nl->cs);
     cudaEventDestroy(nl->after_compute);

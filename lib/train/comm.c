@@ -28,6 +28,8 @@ struct tupe_comm {
     int rank, world, local;
     const char *launcher;
     int bk;                      /* how host collectives travel */
+    int mesh;                    /* TCP: a connection between every pair of ranks (the star
+                                    through rank 0 for small values only) */
     int mpi;                     /* MPI was initialized by us */
     double timeout;
     tupe_rdzv *z;                /* the meeting and the watch (TCP), or NULL */
@@ -290,6 +292,24 @@ static int topology(tupe_comm *c, tupe_err *e)
     return rc;
 }
 
+/* TCP ranks connect every pair directly (TUPE_COMM_MESH=0: not, for comparisons), so that
+ * the large collectives pass no rank in the middle; every rank must choose alike. */
+static int join_mesh(tupe_comm *c, tupe_err *e)
+{
+    int want = env_int("TUPE_COMM_MESH", 1) != 0;
+    int32_t w[2] = {want, !want};
+    int rc = tupe_comm_allmax_i32(c, w, 2, e);
+    if (rc)
+        return rc;
+    if (w[0] && w[1])
+        return tupe_fail(e, TUPE_EUSAGE, "ranks disagree on TUPE_COMM_MESH: this rank has %s, "
+                         "another rank %s", want ? "the mesh" : "TUPE_COMM_MESH=0",
+                         want ? "TUPE_COMM_MESH=0" : "the mesh");
+    if (want && !(rc = tupe_rdzv_mesh(c->z, e)))
+        c->mesh = 1;
+    return rc;
+}
+
 int tupe_comm_init(tupe_comm **cp, tupe_comm_fit fit, const void *fit_arg, tupe_err *e)
 {
     tupe_comm *c = calloc(1, sizeof *c);
@@ -364,6 +384,8 @@ int tupe_comm_init(tupe_comm **cp, tupe_comm_fit fit, const void *fit_arg, tupe_
     c->nodes = c->node_size = c->hosts = 1;
     if (!rc && c->world > 1)
         rc = topology(c, e);
+    if (!rc && c->bk == BK_TCP)
+        rc = join_mesh(c, e);
     if (rc) {
         if (c->z) { /* the topology's exchange failed: the others are told */
             tupe_rdzv_abort(c->z, e->msg);
@@ -430,6 +452,12 @@ const char *tupe_comm_backend(const tupe_comm *c)
     return c->bk == BK_MPI ? "mpi" : c->bk == BK_TCP ? "tcp" : "single";
 }
 const char *tupe_comm_launcher(const tupe_comm *c) { return c->launcher; }
+void tupe_comm_bytes(const tupe_comm *c, uint64_t *sent, uint64_t *recvd)
+{
+    *sent = *recvd = 0;
+    if (c->bk == BK_TCP)
+        tupe_rdzv_bytes(c->z, sent, recvd);
+}
 void tupe_comm_progress(tupe_comm *c, int64_t step)
 {
     if (c->z)
@@ -460,9 +488,73 @@ static void combine(void *acc, const void *x, size_t n, int t, int op)
         }
 }
 
+/* ---- the mesh (TCP): rounds of W - 1 shifts ---- */
+
+/* Collectives of at least this many bytes go over the mesh; below, the star's two hops are
+ * quicker than the mesh's W - 1 rounds. Either gives the same bits. */
+#define MESH_MIN ((size_t)8192)
+
+/* Round r (1 .. W-1) of a shift: this rank sends to rank + r and receives from rank - r (mod
+ * W), so that over the rounds every rank sends to and hears from every other once, and every
+ * rank's link carries the same load. */
+static int shift(tupe_comm *c, int r, const void *out, size_t nout, void *in, size_t nin, int *from,
+                 tupe_err *e)
+{
+    int W = c->world, to = (c->rank + r) % W;
+    *from = (c->rank - r + W) % W;
+    return tupe_rdzv_sendrecv(c->z, to, out, nout, *from, in, nin, e);
+}
+
+/* Element range of block b of n over W ranks: [lo(b), lo(b + 1)). */
+static size_t blk(size_t n, int W, int b) { return n * (size_t)b / (size_t)W; }
+
+/* allreduce's sums over the mesh: rank q receives block q of every rank and combines them in
+ * rank order, as rank 0 does in the star (the same bits), then every block goes to every rank. */
+static int mesh_allreduce(tupe_comm *c, void *buf, size_t n, int t, int op, tupe_err *e)
+{
+    int W = c->world, me = c->rank, from, rc = 0;
+    size_t es = tsize[t], lo = blk(n, W, me), k = blk(n, W, me + 1) - lo;
+    char *b = buf, *got = malloc((size_t)W * (k ? k : 1) * es);
+    if (!got)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    memcpy(got + (size_t)me * k * es, b + lo * es, k * es);
+    for (int r = 1; r < W && !rc; r++) {
+        int to = (me + r) % W;
+        size_t tlo = blk(n, W, to);
+        rc = shift(c, r, b + tlo * es, (blk(n, W, to + 1) - tlo) * es, got + (size_t)((me - r + W) % W) * k * es,
+                   k * es, &from, e);
+    }
+    if (!rc) {
+        for (int q = 1; q < W; q++)
+            combine(got, got + (size_t)q * k * es, k, t, op);
+        memcpy(b + lo * es, got, k * es);
+    }
+    for (int r = 1; r < W && !rc; r++) {
+        int f = (me - r + W) % W;
+        size_t flo = blk(n, W, f);
+        rc = shift(c, r, b + lo * es, k * es, b + flo * es, (blk(n, W, f + 1) - flo) * es, &from, e);
+    }
+    free(got);
+    return rc;
+}
+
+/* Every rank's `bytes` to every rank over the mesh (all: world * bytes). */
+static int mesh_allgather(tupe_comm *c, const void *mine, void *all, size_t bytes, tupe_err *e)
+{
+    int W = c->world, from, rc = 0;
+    memmove((char *)all + (size_t)c->rank * bytes, mine, bytes);
+    mine = (char *)all + (size_t)c->rank * bytes;
+    for (int r = 1; r < W && !rc; r++)
+        rc = shift(c, r, mine, bytes, (char *)all + (size_t)((c->rank - r + W) % W) * bytes, bytes,
+                   &from, e);
+    return rc;
+}
+
 /* Through rank 0: every rank's chunk gathered, combined in rank order, sent back. */
 static int tcp_allreduce(tupe_comm *c, void *buf, size_t n, int t, int op, tupe_err *e)
 {
+    if (c->mesh && n * tsize[t] >= MESH_MIN)
+        return mesh_allreduce(c, buf, n, t, op, e);
     size_t es = tsize[t], per = CHUNK / es;
     char *all = c->rank == 0 ? malloc((size_t)c->world * (n < per ? n : per) * es) : NULL;
     if (c->rank == 0 && !all)
@@ -540,6 +632,8 @@ static int allgather_bytes(tupe_comm *c, const void *mine, void *all, size_t byt
         memmove(all, mine, bytes);
         return 0;
     }
+    if (c->bk == BK_TCP && c->mesh && (size_t)c->world * bytes >= MESH_MIN)
+        return mesh_allgather(c, mine, all, bytes, e);
     if (c->bk == BK_TCP) {
         int rc = tupe_rdzv_gather(c->z, mine, bytes, all, e);
         return rc ? rc : tupe_rdzv_bcast(c->z, all, (size_t)c->world * bytes, e);
@@ -812,6 +906,22 @@ static float tree2(tupe_comm *c, float *col, float *tmp, int bf16)
     return tupe_tree_sum_f(tmp + L, N, bf16);
 }
 
+/* This rank's piece, from got (rank q's copy of it at q * piece), summed by tree2 into h and
+ * onto the device. */
+static int sum_mine(tupe_comm *c, tupe_backend *be, tupe_dev *buf, float *h, const float *got,
+                    float *col, float *tmp, size_t piece, int bf16)
+{
+    size_t W = (size_t)c->world, me = (size_t)c->slot[c->rank];
+    float *mine = h + me * piece;
+    for (size_t i = 0; i < piece; i++) {
+        for (size_t q = 0; q < W; q++)
+            col[c->slot[q]] = got[q * piece + i];
+        mine[i] = tree2(c, col, tmp, bf16);
+    }
+    be->upload(be, tupe_dev_at(be, buf, me * piece), mine, piece, TUPE_F32);
+    return 0;
+}
+
 /* Host copies: every rank's piece of slot q to the rank of slot q, summed by tree2. */
 static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t piece, tupe_err *e)
 {
@@ -825,7 +935,7 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
     if (be->check && be->check(be, e))
         return e->code;
     int rc = 0;
-    if (c->bk == BK_TCP) {
+    if (c->bk == BK_TCP && !c->mesh) {
         /* rank 0 receives every rank's buffer and sums every piece: all ranks get them all */
         float *all = c->rank == 0 ? malloc(W * n * sizeof *all) : NULL;
         if (c->rank == 0 && !all)
@@ -848,6 +958,16 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
         be->upload(be, buf, h, n, TUPE_F32);
         return 0;
     }
+    /* rank q gets the piece of its slot from every rank: got[p] is rank p's */
+    if (c->bk == BK_TCP) {
+        memcpy(got + (size_t)c->rank * piece, h + (size_t)c->slot[c->rank] * piece, piece * 4);
+        for (int r = 1; r < (int)W && !rc; r++) {
+            int to = (c->rank + r) % (int)W, from = (c->rank - r + (int)W) % (int)W;
+            rc = tupe_rdzv_sendrecv(c->z, to, h + (size_t)c->slot[to] * piece, piece * 4, from,
+                                    got + (size_t)from * piece, piece * 4, e);
+        }
+        return rc ? rc : sum_mine(c, be, buf, h, got, col, tmp, piece, bf16);
+    }
 #if defined(TUPE_HAVE_MPI)
     if (n > INT_MAX)
         return tupe_fail(e, TUPE_EFAIL, "a bucket of %zu elements is too large for MPI", n);
@@ -865,15 +985,7 @@ static int host_reduce(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t pie
     free(cnt);
     if (r != MPI_SUCCESS)
         return mpi_fail(e, "MPI_Alltoallv", r);
-    size_t me = (size_t)c->slot[c->rank];
-    float *mine = h + me * piece;
-    for (size_t i = 0; i < piece; i++) {
-        for (size_t q = 0; q < W; q++)
-            col[c->slot[q]] = got[q * piece + i];
-        mine[i] = tree2(c, col, tmp, bf16);
-    }
-    be->upload(be, tupe_dev_at(be, buf, me * piece), mine, piece, TUPE_F32);
-    return 0;
+    return sum_mine(c, be, buf, h, got, col, tmp, piece, bf16);
 #else
     (void)got;
     return tupe_fail(e, TUPE_EFAIL, "no MPI in this build");

@@ -12,8 +12,12 @@
  * start a job. srun without either uses MPI when the build has it. With no launcher (or a
  * world of one) everything is local.
  *
- * Host collectives (small values, and gradients on the CPU) go through MPI or through rank 0
- * over TCP; gradients on GPUs through NCCL (the tupe_comm_dev_* functions). Ranks watch each
+ * Host collectives (small values, and gradients on the CPU) go through MPI or over TCP: small
+ * values through rank 0, anything of 8 KiB or more (gradients, the norm's parts) straight
+ * between the ranks, every pair connected (train/rendezvous.h, tupe_rdzv_mesh; rank r sends to
+ * r + k and hears from r - k in round k), so that no rank carries the others' traffic (the
+ * star through rank 0 for everything with TUPE_COMM_MESH=0: the same bits); gradients on GPUs
+ * through NCCL (the tupe_comm_dev_* functions). Ranks watch each
  * other (train/rendezvous.h, also under MPI unless TUPE_COMM_WATCH=0): a rank that exits, is
  * killed, fails or falls silent ends every other rank's waits with a message that names it,
  * and no wait lasts more than TUPE_COMM_TIMEOUT seconds (600) without progress. Only this
@@ -64,6 +68,9 @@ int tupe_comm_slot(const tupe_comm *c);
 const char *tupe_comm_backend(const tupe_comm *c);
 /* Where the rank numbers came from: "none", "mpirun", "srun", "env". */
 const char *tupe_comm_launcher(const tupe_comm *c);
+/* The bytes this rank's host collectives sent and received over TCP (frames' headers included;
+ * 0 and 0 under MPI or alone): what each rank's link carries. */
+void tupe_comm_bytes(const tupe_comm *c, uint64_t *sent, uint64_t *recvd);
 
 /* In-place sums over all ranks. */
 int tupe_comm_allreduce_f32(tupe_comm *c, float *buf, size_t n, tupe_err *e);

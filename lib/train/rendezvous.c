@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/byteorder.h"
+#include "base/fault.h"
 #include "base/fileio.h"
 #include "base/progress.h"
 #include "train/jobauth.h"
@@ -32,7 +33,7 @@
 #define PROTO_VERSION 2
 enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_BEAT, F_TABLE, F_ABORT, F_BYE, F_CHALLENGE,
        F_PROOF, F_ADMIT };
-enum { K_DATA = 0, K_CONTROL = 1 };
+enum { K_DATA = 0, K_CONTROL = 1, K_PEER = 2 };
 #define HDR 16
 #define HELLO_BYTES (24 + TUPE_JOBNONCE_BYTES)
 #define TEXT_MAX 600
@@ -51,6 +52,10 @@ struct tupe_rdzv {
     int given_key, have_key;     /* the launcher's (TUPE_JOB_SECRET, MPI); known yet */
     int lfd;                     /* rank 0's listening socket */
     int *data, *ctl;             /* rank 0: one per rank (index 0 unused); others: [0] */
+    int *peer;                   /* the mesh (tupe_rdzv_mesh): one per other rank, or -1 */
+    int loop;                    /* the ranks met at a loopback MASTER_ADDR: peers listen there */
+    int meshing;                 /* a listening rank takes the mesh's connections (K_PEER) */
+    uint64_t sent, recvd;        /* bytes of host collectives' data frames, headers included */
     pthread_t th;
     int th_running;
     int wake[2];                 /* a byte here stops the watching thread */
@@ -395,8 +400,8 @@ static int listen_on(tupe_rdzv *z, const char *host, int port, tupe_err *e)
         }
     freeaddrinfo(res);
     if (z->lfd < 0)
-        return tupe_fail_errno(e, TUPE_EFAIL, err, "rendezvous: rank 0 cannot listen at %s%sport %d%s",
-                               host ? host : "", host ? " " : "", port,
+        return tupe_fail_errno(e, TUPE_EFAIL, err, "rendezvous: rank %d cannot listen at %s%sport %d%s",
+                               z->rank, host ? host : "", host ? " " : "", port,
                                err == EADDRINUSE ? " (another job there? choose another MASTER_PORT)"
                                : err == EADDRNOTAVAIL ? " (MASTER_ADDR is not an address of rank 0's "
                                "machine)" : "");
@@ -415,6 +420,8 @@ static int bound_port(int fd)
 
 static void refuse_all(tupe_rdzv *z, const char *why)
 {
+    if (z->meshing) /* the others hear of it as of any failure */
+        return;
     for (int k = 1; k < z->world; k++)
         if (z->data[k] >= 0)
             send_frame(z->data[k], F_REFUSE, 0, why, strlen(why));
@@ -432,6 +439,12 @@ typedef struct pend {
     unsigned char in[HDR + HELLO_BYTES];
     unsigned char hello[HELLO_BYTES], nonce[TUPE_JOBNONCE_BYTES];
 } pend;
+
+/* Where a connection of `kind` is kept, by the other end's rank. */
+static int *conn_of(tupe_rdzv *z, int kind)
+{
+    return kind == K_DATA ? z->data : kind == K_CONTROL ? z->ctl : z->peer;
+}
 
 static void drop(pend *p, int *npend, int i)
 {
@@ -504,11 +517,13 @@ static int pend_step(tupe_rdzv *z, pend *p, int *gone, int *in, tupe_err *e)
     } else if (world != z->world)
         snprintf(why, sizeof why, "ranks disagree on the world size: rank %d was started "
                  "as one of %d ranks, rank 0 as one of %d", rank, world, z->world);
-    else if (rank < 1 || rank >= z->world)
-        snprintf(why, sizeof why, "a rank %d came to a world of %d", rank, z->world);
-    else if (kind != K_DATA && kind != K_CONTROL)
-        snprintf(why, sizeof why, "rank %d opened a connection of kind %d", rank, kind);
-    else if ((kind == K_DATA ? z->data : z->ctl)[rank] >= 0)
+    else if (rank <= z->rank || rank >= z->world)
+        snprintf(why, sizeof why, "a rank %d came to rank %d of a world of %d", rank, z->rank,
+                 z->world);
+    else if (z->meshing ? kind != K_PEER : kind != K_DATA && kind != K_CONTROL)
+        snprintf(why, sizeof why, "rank %d opened a connection of kind %d to rank %d", rank, kind,
+                 z->rank);
+    else if (conn_of(z, kind)[rank] >= 0)
         snprintf(why, sizeof why, "rank %d came twice (two processes were given the same "
                  "RANK)", rank);
     if (why[0]) {
@@ -522,17 +537,25 @@ static int pend_step(tupe_rdzv *z, pend *p, int *gone, int *in, tupe_err *e)
     nodelay(p->fd);
     if (send_frame(p->fd, F_ADMIT, 0, NULL, 0))
         return 0;
-    (kind == K_DATA ? z->data : z->ctl)[rank] = p->fd;
+    conn_of(z, kind)[rank] = p->fd;
     *gone = 0;
     *in = 1;
     return 0;
 }
 
-/* Rank 0: every other rank's two connections, or an error naming who did not come. */
+/* Whether rank k's connections to this rank are all there (rank 0: data and control; in the
+ * mesh, a higher rank's one). */
+static int came(const tupe_rdzv *z, int k)
+{
+    return z->meshing ? k <= z->rank || z->peer[k] >= 0 : z->data[k] >= 0 && z->ctl[k] >= 0;
+}
+
+/* Rank 0: every other rank's two connections; in the mesh, every rank: the connection of every
+ * higher rank. Or an error naming who did not come. */
 static int accept_all(tupe_rdzv *z, tupe_err *e)
 {
     double end = tupe_now() + z->timeout;
-    int have = 0, need = 2 * (z->world - 1), npend = 0, rc = 0;
+    int have = 0, need = z->meshing ? z->world - 1 - z->rank : 2 * (z->world - 1), npend = 0, rc = 0;
     pend *p = calloc(PEND_MAX, sizeof *p);
     if (!p)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -549,16 +572,26 @@ static int accept_all(tupe_rdzv *z, tupe_err *e)
             if (p[i].until < wake)
                 wake = p[i].until;
         }
+        const char *failed = z->meshing ? tupe_rdzv_failure(z) : NULL; /* the watch runs by then */
+        if (failed) {
+            rc = tupe_fail(e, TUPE_EFAIL, "%s", failed);
+            break;
+        }
         if (now >= end) {
             char who[300] = "";
             size_t at = 0;
             for (int k = 1; k < z->world && at < sizeof who - 16; k++)
-                if (z->data[k] < 0 || z->ctl[k] < 0)
+                if (!came(z, k))
                     at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", at ? ", " : "", k);
-            rc = tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank%s %s of %d did not come within "
-                           "%.0f s (TUPE_COMM_TIMEOUT; were they started, with the same "
-                           "MASTER_ADDR/MASTER_PORT or rendezvous file and secret?)", z->where,
-                           strchr(who, ',') ? "s" : "", who, z->world, z->timeout);
+            if (z->meshing)
+                rc = tupe_fail(e, TUPE_EFAIL, "rendezvous: rank%s %s of %d did not connect to rank "
+                               "%d within %.0f s (TUPE_COMM_TIMEOUT)", strchr(who, ',') ? "s" : "",
+                               who, z->world, z->rank, z->timeout);
+            else
+                rc = tupe_fail(e, TUPE_EFAIL, "rendezvous at %s: rank%s %s of %d did not come within "
+                               "%.0f s (TUPE_COMM_TIMEOUT; were they started, with the same "
+                               "MASTER_ADDR/MASTER_PORT or rendezvous file and secret?)", z->where,
+                               strchr(who, ',') ? "s" : "", who, z->world, z->timeout);
             refuse_all(z, e->msg);
             break;
         }
@@ -598,7 +631,7 @@ static int accept_all(tupe_rdzv *z, tupe_err *e)
     for (int i = 0; i < npend; i++)
         close(p[i].fd);
     free(p);
-    if (rc)
+    if (rc || z->meshing)
         return rc;
     for (int k = 1; k < z->world; k++)
         if (send_frame(z->data[k], F_WELCOME, 0, NULL, 0))
@@ -608,14 +641,14 @@ static int accept_all(tupe_rdzv *z, tupe_err *e)
 }
 
 /* Exactly n bytes from fd before `until` (a time of tupe_now): 0, or -1 (why says what). */
-static int recv_until(int fd, void *buf, size_t n, double until, char *why, size_t cap)
+static int recv_until(int fd, int to, void *buf, size_t n, double until, char *why, size_t cap)
 {
     char *p = buf;
     while (n > 0) {
         double left = until - tupe_now();
         if (left <= 0) { /* a reason from an earlier try, if any, says more */
             if (!why[0] || strstr(why, "did not answer"))
-                snprintf(why, cap, "rank 0 did not answer the hello");
+                snprintf(why, cap, "rank %d did not answer the hello", to);
             return -1;
         }
         struct pollfd pf = {fd, POLLIN, 0};
@@ -626,9 +659,9 @@ static int recv_until(int fd, void *buf, size_t n, double until, char *why, size
         if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (k <= 0) {
-            snprintf(why, cap, "the connection closed during the handshake (rank 0 did not take "
-                     "this rank for one of its job's: another job's rank 0 there, or another "
-                     "secret?)");
+            snprintf(why, cap, "the connection closed during the handshake (rank %d did not take "
+                     "this rank for one of its job's: another job's rank %d there, or another "
+                     "secret?)", to, to);
             return -1;
         }
         p += k;
@@ -639,9 +672,9 @@ static int recv_until(int fd, void *buf, size_t n, double until, char *why, size
 
 /* Rank 0's refusal of n bytes after its header in a: -2 with its words in why (-1 if they do
  * not come); fd closed. */
-static int refused(int fd, unsigned char *a, size_t n, double until, char *why, size_t cap)
+static int refused(int fd, int to, unsigned char *a, size_t n, double until, char *why, size_t cap)
 {
-    int rc = recv_until(fd, a + HDR, n, until, why, cap);
+    int rc = recv_until(fd, to, a + HDR, n, until, why, cap);
     a[HDR + (rc ? 0 : n)] = 0;
     close(fd);
     if (rc)
@@ -652,7 +685,7 @@ static int refused(int fd, unsigned char *a, size_t n, double until, char *why, 
 
 /* One connection to rank 0 at host:port, proven both ways: its descriptor, or -1 (retry; why
  * says why), or -2 when rank 0 refused this rank (why holds its words). */
-static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, double end, char *why,
+static int dial(tupe_rdzv *z, int to, const char *host, const char *port, int kind, double end, char *why,
                 size_t cap)
 {
     struct addrinfo hints, *res = NULL;
@@ -700,23 +733,23 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, doub
     double until = tupe_now() + PEND_SECS;
     if (until > end) /* the rank's own deadline comes first */
         until = end;
-    if (recv_until(fd, a, HDR, until, why, cap)) {
+    if (recv_until(fd, to, a, HDR, until, why, cap)) {
         close(fd);
         return -1;
     }
     uint32_t type = tupe_get32le(a);
     uint64_t n = tupe_get64le(a + 8);
     if (type == F_REFUSE && n < TEXT_MAX)
-        return refused(fd, a, (size_t)n, until, why, cap);
+        return refused(fd, to, a, (size_t)n, until, why, cap);
     const unsigned char *nonce = a + HDR, *mac = a + HDR + TUPE_JOBNONCE_BYTES;
     int bad = type != F_CHALLENGE || n != TUPE_JOBNONCE_BYTES + TUPE_JOBMAC_BYTES;
-    if (!bad && recv_until(fd, a + HDR, (size_t)n, until, why, cap)) {
+    if (!bad && recv_until(fd, to, a + HDR, (size_t)n, until, why, cap)) {
         close(fd);
         return -1;
     }
     if (bad || !tupe_jobauth_check(&z->key, LABEL0, h + HDR, HELLO_BYTES, nonce, TUPE_JOBNONCE_BYTES, mac)) {
-        snprintf(why, cap, "what answers at %s:%s did not prove it is this job's rank 0 (another "
-                 "job's there, or another TUPE_JOB_SECRET?)", host, port);
+        snprintf(why, cap, "what answers at %s:%s did not prove it is this job's rank %d (another "
+                 "job's there, or another TUPE_JOB_SECRET?)", host, port, to);
         close(fd);
         return -1;
     }
@@ -728,16 +761,16 @@ static int dial(tupe_rdzv *z, const char *host, const char *port, int kind, doub
         return -1;
     }
     /* admitted, or refused with the reason (another world size, a rank that came twice) */
-    if (recv_until(fd, a, HDR, until, why, cap)) {
+    if (recv_until(fd, to, a, HDR, until, why, cap)) {
         close(fd);
         return -1;
     }
     type = tupe_get32le(a);
     n = tupe_get64le(a + 8);
     if (type == F_REFUSE && n < TEXT_MAX)
-        return refused(fd, a, (size_t)n, until, why, cap);
+        return refused(fd, to, a, (size_t)n, until, why, cap);
     if (type != F_ADMIT || n != 0) {
-        snprintf(why, cap, "rank 0 answered the proof with frame %u", type);
+        snprintf(why, cap, "rank %d answered the proof with frame %u", to, type);
         close(fd);
         return -1;
     }
@@ -841,14 +874,14 @@ static int join(tupe_rdzv *z, const char *host0, const char *port0, const char *
         char cand[256];
         const char *at = host, *next = alts;
         int d = -1, c = -1;
-        while (host[0] && z->have_key && (d = dial(z, at, port, K_DATA, end, why, sizeof why)) == -1) {
+        while (host[0] && z->have_key && (d = dial(z, 0, at, port, K_DATA, end, why, sizeof why)) == -1) {
             int used = 0;
             if (sscanf(next, "%255s%n", cand, &used) != 1)
                 break;
             next += used;
             at = cand;
         }
-        if (d >= 0 && (c = dial(z, at, port, K_CONTROL, end, why, sizeof why)) >= 0) {
+        if (d >= 0 && (c = dial(z, 0, at, port, K_CONTROL, end, why, sizeof why)) >= 0) {
             /* admitted: rank 0 welcomes every rank once all have come, or refuses them, within
              * its TUPE_COMM_TIMEOUT, which began before this rank came */
             uint32_t type = 0;
@@ -899,10 +932,11 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
     tupe_rdzv *z = calloc(1, sizeof *z);
     int n = o->world;
     if (!z || !(z->data = malloc((size_t)n * sizeof *z->data)) ||
-        !(z->ctl = malloc((size_t)n * sizeof *z->ctl)) || !(z->steps = calloc((size_t)n, sizeof *z->steps)) ||
+        !(z->ctl = malloc((size_t)n * sizeof *z->ctl)) || !(z->peer = malloc((size_t)n * sizeof *z->peer)) ||
+        !(z->steps = calloc((size_t)n, sizeof *z->steps)) ||
         !(z->heard = calloc((size_t)n, sizeof *z->heard)) || !(z->bye = calloc((size_t)n, sizeof *z->bye))) {
         if (z)
-            free(z->data), free(z->ctl), free(z->steps), free(z->heard);
+            free(z->data), free(z->ctl), free(z->peer), free(z->steps), free(z->heard);
         free(z);
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
     }
@@ -915,7 +949,8 @@ int tupe_rdzv_open(tupe_rdzv **out, const tupe_rdzv_opts *o, tupe_err *e)
     z->lfd = -1;
     z->wake[0] = z->wake[1] = -1;
     for (int k = 0; k < n; k++)
-        z->data[k] = z->ctl[k] = -1;
+        z->data[k] = z->ctl[k] = z->peer[k] = -1;
+    z->loop = o->host && tupe_rdzv_loopback(o->host);
     if (o->key) {
         z->key = *o->key;
         z->given_key = z->have_key = 1;
@@ -1013,6 +1048,7 @@ static int data_in(tupe_rdzv *z, int fd, void *buf, size_t bytes, int from, tupe
     if (type != F_DATA || len != bytes)
         return tupe_fail(e, TUPE_EFAIL, "rank %d sent %zu bytes where %zu were expected (the ranks "
                          "disagree on what comes next)", from, len, bytes);
+    z->recvd += HDR + bytes;
     return 0;
 }
 
@@ -1023,7 +1059,9 @@ static int data_out(tupe_rdzv *z, int fd, const void *buf, size_t bytes, int to,
     unsigned char h[HDR];
     hdr_put(h, F_DATA, z->rank, bytes);
     int rc = move(z, fd, h, HDR, 1, peer, e);
-    return rc ? rc : move(z, fd, (void *)buf, bytes, 1, peer, e);
+    if (!rc && !(rc = move(z, fd, (void *)buf, bytes, 1, peer, e)))
+        z->sent += HDR + bytes;
+    return rc;
 }
 
 int tupe_rdzv_gather(tupe_rdzv *z, const void *mine, size_t bytes, void *all, tupe_err *e)
@@ -1049,6 +1087,182 @@ int tupe_rdzv_bcast(tupe_rdzv *z, void *buf, size_t bytes, tupe_err *e)
             return rc;
     }
     return 0;
+}
+
+/* ---- the mesh ------------------------------------------------------------------------------- */
+
+/* This rank's connection to rank j (j lower) at its published address "HOST PORT [ADDR...]":
+ * the host name first, then the numeric addresses, retried until `end`. */
+static int dial_peer(tupe_rdzv *z, int j, const char *addr, double end, tupe_err *e)
+{
+    char host[256], port[32], alts[ADDR_MAX], why[300] = "";
+    if (parse_addr(addr, host, sizeof host, port, sizeof port, alts, sizeof alts))
+        return tupe_fail(e, TUPE_EFAIL, "rendezvous: rank %d's address '%.200s' is not HOST PORT", j,
+                         addr);
+    for (int tries = 0;; tries++) {
+        char cand[256];
+        const char *at = host, *next = alts;
+        int d;
+        while ((d = dial(z, j, at, port, K_PEER, end, why, sizeof why)) == -1) {
+            int used = 0;
+            if (sscanf(next, "%255s%n", cand, &used) != 1)
+                break;
+            next += used;
+            at = cand;
+        }
+        if (d >= 0) {
+            z->peer[j] = d;
+            return 0;
+        }
+        if (d == -2)
+            return tupe_fail(e, TUPE_EUSAGE, "rendezvous: rank %d turned rank %d away: %s", j,
+                             z->rank, why);
+        const char *f = tupe_rdzv_failure(z);
+        if (f)
+            return tupe_fail(e, TUPE_EFAIL, "%s", f);
+        if (tupe_now() > end)
+            return tupe_fail(e, TUPE_EFAIL, "rendezvous: rank %d could not connect to rank %d at "
+                             "%s:%s within %.0f s (TUPE_COMM_TIMEOUT): %s", z->rank, j, host, port,
+                             z->timeout, why);
+        struct timespec ts = {0, (tries < 10 ? 20 : 200) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int tupe_rdzv_mesh(tupe_rdzv *z, tupe_err *e)
+{
+    int W = z->world, rc;
+    char *all = malloc((size_t)W * ADDR_MAX);
+    if (!all)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    /* loopback ranks stay on the loopback; the others listen everywhere (every connection
+     * still proves itself before it is used) */
+    char *mine = all + (size_t)z->rank * ADDR_MAX;
+    memset(mine, 0, ADDR_MAX);
+    if (!(rc = listen_on(z, z->loop ? "127.0.0.1" : NULL, 0, e))) {
+        char me[256], alts[ADDR_MAX - 300];
+        if (z->loop)
+            snprintf(me, sizeof me, "127.0.0.1");
+        else if (gethostname(me, sizeof me) != 0)
+            snprintf(me, sizeof me, "localhost");
+        me[sizeof me - 1] = 0;
+        alts[0] = 0;
+        if (!z->loop)
+            own_addrs(alts, sizeof alts);
+        snprintf(mine, ADDR_MAX, "%s %d%s", me, bound_port(z->lfd), alts);
+    }
+    /* a rank that cannot listen stops here: the others hear of its failure in the gather */
+    if (!rc && !(rc = tupe_rdzv_gather(z, mine, ADDR_MAX, all, e)))
+        rc = tupe_rdzv_bcast(z, all, (size_t)W * ADDR_MAX, e);
+    /* each rank dials the lower ranks, then takes the higher ranks' calls: rank j answers
+     * once it has dialed all below it, so no rank waits in a circle */
+    tupe_fault_point("rdzv.mesh"); /* a rank killed while the others connect (comm.sh) */
+    double end = tupe_now() + z->timeout;
+    for (int j = 0; j < z->rank && !rc; j++) {
+        all[(size_t)j * ADDR_MAX + ADDR_MAX - 1] = 0;
+        rc = dial_peer(z, j, all + (size_t)j * ADDR_MAX, end, e);
+    }
+    if (!rc) {
+        z->meshing = 1;
+        rc = accept_all(z, e);
+        z->meshing = 0;
+    }
+    if (z->lfd >= 0)
+        close(z->lfd);
+    z->lfd = -1;
+    free(all);
+    return rc;
+}
+
+/* The other end of a mesh transfer closed: the watching thread may know why. */
+static int peer_closed(tupe_rdzv *z, int k, tupe_err *e)
+{
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    const char *why = tupe_rdzv_failure(z);
+    if (why)
+        return tupe_fail(e, TUPE_EFAIL, "%s", why);
+    return tupe_fail(e, TUPE_EFAIL, "the connection to rank %d closed (it exited?)", k);
+}
+
+int tupe_rdzv_sendrecv(tupe_rdzv *z, int to, const void *out, size_t nout, int from, void *in,
+                       size_t nin, tupe_err *e)
+{
+    int fo = z->peer[to], fi = z->peer[from];
+    if (fo < 0 || fi < 0)
+        return tupe_fail(e, TUPE_EFAIL, "rendezvous: no mesh connection to rank %d",
+                         fo < 0 ? to : from);
+    unsigned char ho[HDR], hi[HDR];
+    hdr_put(ho, F_DATA, z->rank, nout);
+    size_t so = 0, si = 0, to_n = HDR + nout, ti_n = HDR + nin;
+    double last = tupe_now();
+    while (so < to_n || si < ti_n) {
+        struct pollfd pf[2];
+        int m = 0, io = -1, ii = -1;
+        if (so < to_n) {
+            pf[m] = (struct pollfd){fo, POLLOUT, 0};
+            io = m++;
+        }
+        if (si < ti_n) {
+            if (io >= 0 && fi == fo)
+                pf[ii = io].events |= POLLIN;
+            else {
+                pf[m] = (struct pollfd){fi, POLLIN, 0};
+                ii = m++;
+            }
+        }
+        int r = poll(pf, (nfds_t)m, 100);
+        if (r < 0 && errno != EINTR)
+            return tupe_fail_errno(e, TUPE_EFAIL, errno, "rendezvous: poll");
+        const char *why = r <= 0 ? tupe_rdzv_failure(z) : NULL;
+        if (why)
+            return tupe_fail(e, TUPE_EFAIL, "%s", why);
+        if (r <= 0) {
+            if (tupe_now() - last > z->timeout) {
+                char behind[300] = "";
+                tupe_rdzv_behind(z, behind, sizeof behind);
+                return tupe_fail(e, TUPE_EFAIL, "no word from rank %d for %.0f s (TUPE_COMM_TIMEOUT)%s%s",
+                                 so < to_n ? to : from, z->timeout, behind[0] ? "; " : "", behind);
+            }
+            continue;
+        }
+        if (io >= 0 && (pf[io].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            const char *p = so < HDR ? (const char *)ho + so : (const char *)out + (so - HDR);
+            size_t n = so < HDR ? HDR - so : to_n - so;
+            ssize_t k = send(fo, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+                return peer_closed(z, to, e);
+            if (k > 0) {
+                so += (size_t)k;
+                last = tupe_now();
+            }
+        }
+        if (ii >= 0 && (pf[ii].revents & (POLLIN | POLLERR | POLLHUP))) {
+            char *p = si < HDR ? (char *)hi + si : (char *)in + (si - HDR);
+            size_t n = si < HDR ? HDR - si : ti_n - si;
+            ssize_t k = recv(fi, p, n, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+                return peer_closed(z, from, e);
+            if (k > 0) {
+                si += (size_t)k;
+                last = tupe_now();
+                if (si == HDR && (tupe_get32le(hi) != F_DATA || tupe_get64le(hi + 8) != nin ||
+                                  (int)tupe_get32le(hi + 4) != from))
+                    return tupe_fail(e, TUPE_EFAIL, "rank %d sent %llu bytes where %zu were expected "
+                                     "(the ranks disagree on what comes next)", from,
+                                     (unsigned long long)tupe_get64le(hi + 8), nin);
+            }
+        }
+    }
+    z->sent += to_n;
+    z->recvd += ti_n;
+    return 0;
+}
+
+void tupe_rdzv_bytes(const tupe_rdzv *z, uint64_t *sent, uint64_t *recvd)
+{
+    *sent = z->sent;
+    *recvd = z->recvd;
 }
 
 /* ---- liveness ------------------------------------------------------------------------------- */
@@ -1143,6 +1357,8 @@ void tupe_rdzv_close(tupe_rdzv *z)
             close(z->data[k]);
         if (z->ctl[k] >= 0)
             close(z->ctl[k]);
+        if (z->peer[k] >= 0)
+            close(z->peer[k]);
     }
     if (z->lfd >= 0)
         close(z->lfd);
@@ -1151,6 +1367,6 @@ void tupe_rdzv_close(tupe_rdzv *z)
     tupe_rdzvfile_remove(&z->rf);
     tupe_jobauth_wipe(&z->key, sizeof z->key);
     pthread_mutex_destroy(&z->mu);
-    free(z->data), free(z->ctl), free(z->steps), free(z->heard), free(z->bye);
+    free(z->data), free(z->ctl), free(z->peer), free(z->steps), free(z->heard), free(z->bye);
     free(z);
 }

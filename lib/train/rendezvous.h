@@ -1,7 +1,8 @@
 /* The ranks of a job meeting without MPI, and watching each other (train/comm uses it).
  *
  * Rank 0 listens on TCP; every other rank connects to it twice: a data connection for the
- * host collectives (through rank 0, in rank order) and a control connection for liveness.
+ * host collectives (through rank 0, in rank order) and a control connection for liveness;
+ * and, once met, every pair of ranks may connect directly (tupe_rdzv_mesh).
  * Where rank 0 is comes from the launcher's environment (MASTER_ADDR and MASTER_PORT, as
  * torchrun and Slurm scripts set them), or from a file on a shared file system that rank 0
  * writes (its host name, a free port and its IPv4 addresses), or from the caller (under MPI,
@@ -71,6 +72,20 @@ const char *tupe_rdzv_where(const tupe_rdzv *z);
  * 0's buf to every rank. */
 int tupe_rdzv_gather(tupe_rdzv *z, const void *mine, size_t bytes, void *all, tupe_err *e);
 int tupe_rdzv_bcast(tupe_rdzv *z, void *buf, size_t bytes, tupe_err *e);
+
+/* The mesh: a direct connection between every pair of ranks, for collectives that pass no rank
+ * in the middle (train/comm's on CPU ranks). Every rank calls it once, after open: each listens
+ * on a free port (on the loopback when MASTER_ADDR is the loopback), the addresses go round
+ * through rank 0, each rank connects to every lower rank, and every connection proves both ways
+ * that it comes from a rank of this job, as the connections to rank 0 do. A rank that does not
+ * connect within the timeout is named. */
+int tupe_rdzv_mesh(tupe_rdzv *z, tupe_err *e);
+/* At once: nout bytes to rank `to` and nin bytes from rank `from` over the mesh (to and from
+ * other ranks; the same one or not), with the waits of the collectives above. */
+int tupe_rdzv_sendrecv(tupe_rdzv *z, int to, const void *out, size_t nout, int from, void *in,
+                       size_t nin, tupe_err *e);
+/* The bytes this rank's host collectives sent and received (frames' headers included). */
+void tupe_rdzv_bytes(const tupe_rdzv *z, uint64_t *sent, uint64_t *recvd);
 
 typedef void (*tupe_rdzv_fail_fn)(void *ctx, const char *why);
 void tupe_rdzv_on_failure(tupe_rdzv *z, tupe_rdzv_fail_fn fn, void *ctx);

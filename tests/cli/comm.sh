@@ -31,12 +31,61 @@ loop() { # N VAR=VALUE...: N ranks of tupe-commtest; rc: 0 when all succeeded
     for p in "${pids[@]}"; do wait $p || rc=1; done
     cat $T/out.* >$T/out; cat $T/err.* >$T/err; rm -f $T/out.* $T/err.*
 }
+# The large collectives pass no rank in the middle (the mesh): every rank's link carries a
+# ring's 2(W-1)/W of the data, frames' headers included, within 1.1x, rank 0 no more than the
+# others: for the all-reduce of 4 MB and for the gradients' path (reduce, then gather) on CPU
+# ranks. Through rank 0 (TUPE_COMM_MESH=0, the star) rank 0 sends W-1 times the data.
+volume() { # W: every rank's "bytes:" line within 1.1x of the ring's volume; rc 0 when so
+    awk -v w=$1 '/ bytes: allreduce of /{
+        ring = 2 * (w - 1) / w; n++
+        a = ($8 > $10 + 0 ? $8 : $10 + 0) / $6; g = ($16 > $18 ? $16 : $18) / $14
+        if (a <= 1.1 * ring && g <= 1.1 * ring) ok++ }
+        END { exit !(n == w && ok == w) }' $T/out
+}
 loop 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
 [ $rc = 0 ] && has $T/out "rank 0 of 2 (tcp, env): ok" && has $T/out "rank 1 of 2 (tcp, env): ok"
 verdict "2 ranks at MASTER_ADDR:MASTER_PORT: allreduce, reduce-scatter, allgather, bcast, max"
 loop 4 TUPE_RENDEZVOUS_FILE=$T/rdzv
 [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 4 ] && [ ! -e $T/rdzv ]
 verdict "4 ranks through TUPE_RENDEZVOUS_FILE (removed at the end)"
+volume 4
+verdict "4 ranks: every rank sends and receives a ring's 2(W-1)/W of the data (the mesh), not rank 0 more"
+for w in 2 3; do
+    loop $w MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2))
+    [ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = $w ] && volume $w
+    verdict "$w ranks: every rank sends and receives a ring's 2(W-1)/W of the data (the mesh), not rank 0 more"
+done
+loop 3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) TUPE_COMM_MESH=0
+[ $rc = 0 ] && [ "$(grep -c '(tcp, env): ok' $T/out)" = 3 ] && ! volume 3 &&
+    awk '/^rank 0 bytes: /{ exit !($16 >= 2 * $14) }' $T/out
+verdict "3 ranks through rank 0 (TUPE_COMM_MESH=0): the same results, rank 0 sending W-1 times the gradients"
+pids=()
+for r in 0 1; do
+    env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) RANK=$r WORLD_SIZE=2 \
+        TUPE_COMM_MESH=$r $P >$T/out.$r 2>$T/err.$r &
+    pids+=($!)
+done
+rcs=""
+for p in "${pids[@]}"; do wait $p; rcs+="$? "; done
+[ "$rcs" = "2 2 " ] && has $T/err.0 "ranks disagree on TUPE_COMM_MESH: this rank has TUPE_COMM_MESH=0, another rank the mesh" &&
+    has $T/err.1 "ranks disagree on TUPE_COMM_MESH: this rank has the mesh, another rank TUPE_COMM_MESH=0"
+verdict "ranks that disagree on TUPE_COMM_MESH: both stop (2), saying so"
+rm -f $T/out.* $T/err.*
+# a rank killed while the ranks connect to each other: the others stop at once, naming it
+pids=()
+t0=$(date +%s)
+for r in 0 1 2; do
+    f=none; [ $r = 2 ] && f=rdzv.mesh
+    env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) RANK=$r WORLD_SIZE=3 TUPE_COMM_TIMEOUT=60 \
+        TUPE_FAULT=$f $P >$T/out.$r 2>$T/err.$r &
+    pids+=($!)
+done
+rcs=""
+for p in "${pids[@]}"; do wait $p; rcs+="$? "; done
+[ "$rcs" = "1 1 137 " ] && has $T/err.0 "rank 2 exited or was killed" && has $T/err.1 "rank 2 exited or was killed" &&
+    [ $(($(date +%s) - t0)) -lt 20 ]
+verdict "a rank killed while the mesh is made: the others stop (1) at once, naming it"
+rm -f $T/out.* $T/err.*
 # Rank 0's host name may not resolve where the ranks run (a container or chroot without
 # /etc/hosts, names missing from DNS): the others then reach it at the addresses it publishes
 # beside its name. Each rank gets a host name that resolves nowhere (a UTS namespace: root).

@@ -64,6 +64,15 @@ verdict "2 ranks at MASTER_ADDR:MASTER_PORT (a for loop): the weights of one pro
 ranks 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port -- "${common[@]}" -o tcp2z0 --zero 0
 [ $rc = 0 ] && same one4 tcp2z0
 verdict "... with the optimizer state whole on every rank (--zero 0)"
+# 3 ranks of 2 sequences each: the host collectives straight between the ranks (the mesh) or
+# through rank 0 (TUPE_COMM_MESH=0, the star) give the same bits as one process
+run $P train "${common[@]}" --batch 6 -o one6 --micro-batch 2
+ranks 3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port -- "${common[@]}" --batch 6 -o tcp3
+[ $rc = 0 ] && same one6 tcp3
+verdict "3 ranks (the mesh between every pair): the weights of one process, bit for bit"
+ranks 3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TUPE_COMM_MESH=0 -- "${common[@]}" --batch 6 -o star3
+[ $rc = 0 ] && same one6 star3 && same tcp3 star3
+verdict "3 ranks through rank 0 (TUPE_COMM_MESH=0): the same weights as the mesh and one process"
 ranks 4 TUPE_RENDEZVOUS_FILE=$T/rdzv -- "${common[@]}" -o file4
 [ $rc = 0 ] && same one2 file4 && [ ! -e $T/rdzv ]
 verdict "4 ranks through TUPE_RENDEZVOUS_FILE: the weights of one process (the file removed)"

@@ -2,7 +2,10 @@
  * a loop of processes with a rendezvous (RANK, WORLD_SIZE, MASTER_ADDR...), or alone. Every rank
  * computes what each collective must return and exits 1 on a mismatch.
  *
- *   tupe-commtest                       the host collectives
+ *   tupe-commtest                       the host collectives, and the gradients' path through
+ *                                       host copies (CPU backend): each rank prints the bytes
+ *                                       it sent and received for the all-reduce of N floats and
+ *                                       for that path (over TCP; 0 under MPI)
  *   tupe-commtest gpu-bench [MIB [N]]   on GPUs (the rank's LOCAL_RANK): N all-reduces of MIB
  *                                       MiB of fp32 through NCCL, and N times the gradients'
  *                                       own path (tupe_comm_dev_reduce, then _gather), timed;
@@ -20,6 +23,52 @@
 #if defined(TUPE_HAVE_CUDA)
 #include "backend/backend_cuda.h"
 #endif
+
+/* The gradients' path on CPU ranks (host copies): W pieces of `piece` floats, slot s's piece
+ * holding integers made from (s, rank), reduced then gathered; every sum is exact, so every
+ * element must equal its formula. 0, or the check that failed. */
+static int host_path(tupe_comm *c, size_t piece, uint64_t *sent, uint64_t *recvd)
+{
+    tupe_err e;
+    tupe_backend *be = NULL;
+    int r = tupe_comm_rank(c), w = tupe_comm_world(c), bad = 0;
+    size_t n = piece * (size_t)w;
+    float *h = malloc(n * sizeof *h);
+    tupe_dev *buf = NULL;
+    if (!h || tupe_backend_create(&be, "cpu", 1, &e) || tupe_comm_dev_open(c, be, TUPE_REDUCE_TREE, &e) ||
+        !(buf = be->alloc(be, n * sizeof *h)))
+        bad = 9;
+    for (size_t i = 0; i < n && !bad; i++)
+        h[i] = (float)((i * 7 + (size_t)r * 13) % 1001);
+    uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+    tupe_comm_bytes(c, &s0, &r0);
+    if (!bad) {
+        be->upload(be, buf, h, n, TUPE_F32);
+        if (tupe_comm_dev_reduce(c, be, buf, piece, &e) || tupe_comm_dev_gather(c, be, buf, piece, 0, &e))
+            bad = 10;
+    }
+    tupe_comm_bytes(c, &s1, &r1);
+    if (!bad) {
+        be->download(be, h, buf, n, TUPE_F32);
+        for (size_t i = 0; i < n && !bad; i++) {
+            double want = 0;
+            for (int q = 0; q < w; q++)
+                want += (double)((i * 7 + (size_t)q * 13) % 1001);
+            if (h[i] != (float)want)
+                bad = 11;
+        }
+    }
+    if (bad == 9 || bad == 10)
+        fprintf(stderr, "tupe-commtest: rank %d: %s\n", r, e.msg);
+    *sent = s1 - s0;
+    *recvd = r1 - r0;
+    if (buf)
+        be->free(be, buf);
+    if (be)
+        tupe_backend_destroy(be);
+    free(h);
+    return bad;
+}
 
 #if defined(TUPE_HAVE_CUDA)
 /* Seconds per operation of op (after one untimed), with the host waiting for the GPUs. */
@@ -128,8 +177,11 @@ int main(int argc, char **argv)
     float *f = malloc(N * sizeof *f);
     for (int i = 0; i < N; i++)
         f[i] = (float)(i % 97) * (float)(r + 1);
+    uint64_t s0, r0, s1, r1;
+    tupe_comm_bytes(c, &s0, &r0);
     if (tupe_comm_allreduce_f32(c, f, N, &e))
         bad = 1;
+    tupe_comm_bytes(c, &s1, &r1);
     float s = (float)(w * (w + 1) / 2);
     for (int i = 0; i < N && !bad; i++)
         if (f[i] != (float)(i % 97) * s)
@@ -165,9 +217,16 @@ int main(int argc, char **argv)
     tupe_comm_bcast(c, msg, sizeof msg, 0, &e);
     if (strcmp(msg, "hello from rank 0") != 0)
         bad = 8;
+    uint64_t ps = 0, pr = 0;
+    if (!bad)
+        bad = host_path(c, 250007, &ps, &pr);
     tupe_comm_barrier(c, &e);
     printf("rank %d of %d (%s, %s): %s\n", r, w, tupe_comm_backend(c), tupe_comm_launcher(c),
            bad ? "FAIL" : "ok");
+    printf("rank %d bytes: allreduce of %zu sent %llu received %llu; gradient path of %zu sent %llu "
+           "received %llu\n", r, (size_t)N * 4, (unsigned long long)(s1 - s0),
+           (unsigned long long)(r1 - r0), (size_t)250007 * 4 * (size_t)w, (unsigned long long)ps,
+           (unsigned long long)pr);
     if (bad)
         fprintf(stderr, "tupe-commtest: rank %d: check %d failed\n", r, bad);
     free(f), free(in), free(out), free(all);
