@@ -105,10 +105,12 @@ cp $T/err.0 $T/err
 verdict "srun's SLURM_PROCID/SLURM_NTASKS with MASTER_ADDR: the weights of one process"
 
 # ---- ranks that disagree --------------------------------------------------------------------
+# (--batch 12 divides among 2 and 3 ranks: each rank's own world passes the check before the
+# rendezvous, train/comm.h's tupe_comm_fit, and the disagreement is rank 0's to find)
 pids=()
-env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 $P train "${common[@]}" -o dis 2>$T/err.0 &
+env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 $P train "${common[@]}" --batch 12 -o dis 2>$T/err.0 &
 pids+=($!)
-env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=1 $P train "${common[@]}" -o dis 2>$T/err.1 &
+env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=1 $P train "${common[@]}" --batch 12 -o dis 2>$T/err.1 &
 pids+=($!)
 wait ${pids[0]}; rc=$?; wait ${pids[1]}; rc1=$?
 cat $T/err.0 $T/err.1 >$T/err

@@ -285,7 +285,8 @@ static void jsonl(void)
         {"\n\n[\"text\"]\n", "c.jsonl:9: expected a JSON object, found an array"},
         {"{\"text\": \"a\"\n", "c.jsonl:7:"},
         {"{\"text\": \"\xff\"}\n", "c.jsonl: byte 110: invalid UTF-8"},
-        {"{\"text\": \"a\\u0000b\"}\n", "c.jsonl:7:"},
+        {"{\"text\": \"a\\u0000b\"}\n", "c.jsonl:7: \"text\" holds a NUL character (\\u0000): not text"},
+        {"{\"id\": \"\\u0000\", \"text\": 7}\n", "c.jsonl:7: \"text\" is a number"},
         {"{\"text\": null}\n", "\"text\" is null"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
