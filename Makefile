@@ -113,7 +113,7 @@ CPPFLAGS += -D_GNU_SOURCE -DTUPE_VERSION='"$(VERSION)"' -I$(TOP)/lib -I$(OBJ)/ge
 CFLAGS   ?=
 CFLAGS   += -std=c11 $(OPT) $(WARN) -pthread -fopenmp $(SANFLAGS) -MMD -MP
 LDFLAGS  += -pthread -fopenmp $(SANFLAGS) -Wl,--as-needed
-LDLIBS   += $(PKG_LIBS) -lm
+LDLIBS   += $(PKG_LIBS) -ldnnl -lm
 
 ifeq ($(CUEMU),1)
   # emu-nvcc makes the .cu file C++ for the emulator, whose runtime is libcuemu.a. The backend
@@ -390,7 +390,8 @@ demo: deps-check all
 	@TUPE_BIN=$(BIN) TUPE_SRC=$(TOP) $(TOP)/share/tupe/demo/run.sh
 
 # ---- Debian dependencies ------------------------------------------------------------------------
-# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files), Open MPI (the
+# Build: compiler, libraries (libprotobuf-c and protoc-c: TensorBoard event files; OpenBLAS and
+# oneDNN, whose sgemm does the CPU's single-precision products: lib/backend/blas.h), Open MPI (the
 # data-parallel build, and mpirun for its tests), g++ (nvcc's host compiler, and the compiler of
 # the emulated GPU). Test: zstd (corpus), mount (the full-disk tests' tmpfs), man-db/groff (man
 # page checks), bash-completion
@@ -401,7 +402,7 @@ demo: deps-check all
 # runtimes and its OpenMP (make fuzz); check-cuemu: g++ and boost.context (the emulated GPU's
 # compiler and its fibers); TensorBoard event files: protobuf-c; the proof that a connection
 # comes from a rank of the job (HMAC-SHA256, lib/train/jobauth.c): libssl-dev (libcrypto).
-DEB_PKGS := gcc g++ make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev \
+DEB_PKGS := gcc g++ make pkg-config libjansson-dev libzstd-dev libarchive-dev libopenblas-dev libdnnl-dev \
             libpng-dev zlib1g-dev libxxhash-dev libcairo2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev \
             fonts-dejavu-core zstd man-db \
             groff-base bash-completion zsh xz-utils bzip2 zip time bc clang libclang-rt-dev libomp-dev \

@@ -95,11 +95,22 @@ static size_t cpu_attn_scratch(tupe_backend *be, int T)
     return (size_t)be->nthreads * attn_stride(T);
 }
 
+/* Single-precision products through the kernels blas.c chose (oneDNN's or OpenBLAS's sgemm),
+ * called as cblas_sgemm is (row-major only). */
+static void sgemm_rm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
+                     int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
+{
+    (void)order;
+    tupe_blas_sgemm(ta == CblasTrans, tb == CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                    ldc);
+}
+
 #define TUPE_CPU_OPS 1
 
 #define real float
 #define R(name) name##_f32
-#define GEMM cblas_sgemm
+#define GEMM sgemm_rm
 #define EXP tupe_expf
 #define LOG logf
 #define SQRT sqrtf
@@ -164,7 +175,8 @@ int tupe_backend_cpu_create(tupe_backend **out, int precision_bytes, int threads
     if (be->nthreads < 1)
         be->nthreads = 1;
     /* BLAS calls are made from inside our OpenMP teams, each on its own block of the product:
-     * OpenBLAS must not start threads of its own, or the cores are oversubscribed. */
+     * OpenBLAS must not start threads of its own, or the cores are oversubscribed (oneDNN's
+     * sgemm runs on the calling thread: backend/blas.h). */
     openblas_set_num_threads(1);
     be->alloc = cpu_alloc;
     be->free = cpu_free;

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,9 +99,10 @@ static double val(unsigned i, unsigned salt)
 }
 
 /* Shapes that reach OpenBLAS's small-matrix kernels (M N K <= 100^3), its blocked path with
- * K over two blocks and edges that are no multiple of the unrolling, each with every
- * transpose, alpha and beta not 1 and 0, and leading dimensions wider than the rows. */
-static const int shapes[][3] = {{5, 3, 7}, {33, 17, 65}, {45, 37, 700}};
+ * K over two blocks and edges that are no multiple of the unrolling, and an empty sum (K = 0:
+ * C = beta C), each with every transpose, alpha and beta not 1 and 0, and leading dimensions
+ * wider than the rows. */
+static const int shapes[][3] = {{5, 3, 7}, {33, 17, 65}, {45, 37, 700}, {4, 3, 0}};
 #define NSHAPES (sizeof shapes / sizeof *shapes)
 #define PAD 3
 
@@ -128,7 +131,7 @@ static int check_one(int dbl, tupe_sgemm_fn sg, tupe_dgemm_fn dg, int s, int ta,
     int lda = ac + PAD, ldb = bc + PAD, ldc = N + PAD;
     size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)M * ldc;
     size_t es = dbl ? sizeof(double) : sizeof(float);
-    arr A = {dbl, malloc(na * es)}, B = {dbl, malloc(nb * es)}, C = {dbl, malloc(nc * es)};
+    arr A = {dbl, malloc((na + 1) * es)}, B = {dbl, malloc((nb + 1) * es)}, C = {dbl, malloc(nc * es)};
     double *ref = malloc(nc * sizeof *ref), *bound = malloc(nc * sizeof *bound);
     int bad = 0;
     if (!A.p || !B.p || !C.p || !ref || !bound) {
@@ -210,6 +213,63 @@ static void cblas_d(int ta, int tb, int M, int N, int K, double alpha, const dou
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* oneDNN's sgemm, on one thread: inside a parallel region it runs on the calling thread; outside
+ * one it would start its own team of omp_get_max_threads(), so it is given a team of one. */
+static void onednn_s(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) { /* C = beta C, which oneDNN does not do for an empty sum (C not read at 0) */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    int outside = !omp_in_parallel(), was = outside ? omp_get_max_threads() : 1;
+    if (outside)
+        omp_set_num_threads(1);
+    /* it refuses only arguments a BLAS would refuse too (short leading dimensions), which the
+     * callers never pass; OpenBLAS's then says what is wrong */
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) !=
+        dnnl_success)
+        cblas_s(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (outside)
+        omp_set_num_threads(was);
+}
+
+/* test hook: oneDNN's sgemm computes wrong (one element of every product off by 0.5) */
+static void onednn_s_wrong(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                           int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    onednn_s(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    C[0] += 0.5f;
+}
+
+static tupe_sgemm_fn sgemm_impl = cblas_s;
+
+void tupe_blas_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc)
+{
+    sgemm_impl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The instruction set of oneDNN's sgemm kernels: the widest of those it has kernels for
+ * (AVX-512, AVX2, AVX, SSE4.1) within what it found the processor to have. */
+static const char *onednn_isa(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    static const struct {
+        dnnl_cpu_isa_t bits;
+        const char *name;
+    } levels[] = {{dnnl_cpu_isa_avx512_core, "AVX-512"}, {dnnl_cpu_isa_avx2, "AVX2"},
+                  {dnnl_cpu_isa_avx, "AVX"}, {dnnl_cpu_isa_sse41, "SSE4.1"}};
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
+        if (((unsigned)isa & (unsigned)levels[i].bits) == (unsigned)levels[i].bits)
+            return levels[i].name;
+    return "";
+}
+
 /* ---- the choice ------------------------------------------------------------------------- */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -227,9 +287,12 @@ static void use_core(const char *name)
     unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* src into dst[cap], cut to fit (a bounded copy, not snprintf: the cut is intended here) */
 static void copy(char *dst, size_t cap, const char *src)
 {
-    snprintf(dst, cap, "%s", src ? src : "");
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = 0;
 }
 
 static int choose(tupe_err *e)
@@ -326,8 +389,34 @@ static int choose(tupe_err *e)
     default:
         snprintf(reason, sizeof reason, "OpenBLAS's choice for this processor");
     }
-    snprintf(in->line, sizeof in->line, "%.47s %.31s kernels%s%s%s, %.200s", in->library, in->core,
+    char ob[320];
+    snprintf(ob, sizeof ob, "%.47s %.31s kernels%s%s%s, %.200s", in->library, in->core,
              isa[0] ? " (" : "", isa, isa[0] ? ")" : "", reason);
+
+    /* oneDNN's sgemm, unless the user set OpenBLAS's core (then OpenBLAS's for every product) */
+    sgemm_impl = cblas_s;
+    if (in->how != TUPE_BLAS_USER) {
+        const dnnl_version_t *v = dnnl_version();
+        char dn[48];
+        snprintf(dn, sizeof dn, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+        tupe_sgemm_fn f = tupe_fault_hit("blas.onednn") ? onednn_s_wrong : onednn_s;
+        if (tupe_blas_check(f, NULL, why, sizeof why) == 0) {
+            sgemm_impl = onednn_s;
+            copy(in->sgemm, sizeof in->sgemm, dn);
+            copy(in->sgemm_isa, sizeof in->sgemm_isa, onednn_isa());
+        } else {
+            size_t l = strlen(in->notice);
+            snprintf(in->notice + l, sizeof in->notice - l, "%s%.47s's sgemm failed the start-up check "
+                     "of matrix products against a plain loop (%.200s): using %.47s's", l ? "; " : "",
+                     dn, why, in->library);
+        }
+    }
+    if (in->sgemm[0])
+        snprintf(in->line, sizeof in->line, "%.47s sgemm%s%.15s%s for single precision; %.319s",
+                 in->sgemm, in->sgemm_isa[0] ? " (" : "", in->sgemm_isa, in->sgemm_isa[0] ? ")" : "",
+                 ob);
+    else
+        copy(in->line, sizeof in->line, ob);
     return 0;
 }
 

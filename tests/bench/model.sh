@@ -4,9 +4,9 @@
 # run, same thread count, same presets, batch, sequence length, vocabulary (32,769) and 15%
 # masked positions; both in train mode with the preset's dropout, a step being zero_grad,
 # forward, backward, clipping and AdamW. Also the BLAS kernels that ran (lib/backend/blas: the
-# processor's, nothing set), the OpenBLAS sgemm peak of this machine with them and with the
-# best core for the processor (one 2048^3 product with OpenBLAS's own threads, best over 4 s,
-# measured before and after the runs), the share of the peak our step achieves, the time of
+# processor's, nothing set: oneDNN's sgemm and OpenBLAS's core), the sgemm peak of this machine
+# with them and with OpenBLAS's best core for the processor (one 2048^3 product with the
+# library's own threads, best over 4 s, measured before and after the runs), the share of the peak our step achieves, the time of
 # each backend operation in a step (--profile) for BERT-A and TUPE-R, TUPE-R's step time
 # against BERT-A's, and the peak memory (RSS) of a bert-base step.
 #
@@ -151,8 +151,10 @@ done
 
 for m in "${pmodes[@]}"; do
     setpeak "$m"
-    echo "| OpenBLAS sgemm peak, $TH threads, 2048^3, best before and after ($(label "$m"): $(sfield "$TMP/sgemm.$m" blas_core)) | ${peak[$m]} GFLOP/s | | |"
-    echo "| OpenBLAS sgemm peak per CPU-second, $TH threads, 2048^3 ($(label "$m"): $(sfield "$TMP/sgemm.$m" blas_core)) | ${cpeak[$m]} GFLOP/s | | |"
+    lib=$(sfield "$TMP/sgemm.$m" sgemm_library)
+    [[ $lib == OpenBLAS* ]] && lib="$lib $(sfield "$TMP/sgemm.$m" blas_core)"
+    echo "| sgemm peak, $TH threads, 2048^3, best before and after ($(label "$m"): $lib) | ${peak[$m]} GFLOP/s | | |"
+    echo "| sgemm peak per CPU-second, $TH threads, 2048^3 ($(label "$m"): $lib) | ${cpeak[$m]} GFLOP/s | | |"
 done
 pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (p > 0 && g != "") printf "%.0f%% (%.1f GFLOP/s)", 100 * g / p, g }'; }
 for s in "${shares[@]}"; do

@@ -5,7 +5,10 @@
 # OPENBLAS_CORETYPE set by the user is kept; OpenBLAS falling back to its generic core (as
 # 0.3.21 does on processors it does not know; the test hook TUPE_FAULT=blas.generic) is undone;
 # a core whose product fails the start-up check (TUPE_FAULT=blas.check) is not used, with a
-# one-line notice. No timing. Skipped where OpenBLAS is not a multi-core x86-64 build.
+# one-line notice. oneDNN's sgemm does the single-precision products, named first in the line,
+# unless OPENBLAS_CORETYPE is set; if it fails the check (TUPE_FAULT=blas.onednn), OpenBLAS's
+# is used, with a one-line notice. No timing. Skipped where OpenBLAS is not a multi-core x86-64
+# build.
 . "$(dirname "$0")/lib.sh"
 P=$TUPE_BIN/tupe-pretrain
 
@@ -31,7 +34,7 @@ else isa=SSE3; fi
 kernels() { sed -n 's/^tupe-pretrain: matrix products: //p' $T/err; }
 run $P train "${common[@]}" -o $T/a --steps 2 --stop-after 1 --save-every 1
 line=$(kernels)
-if [ $rc != 0 ] || [[ $line != OpenBLAS* ]]; then
+if [ $rc != 0 ] || [[ $line != "oneDNN "*" sgemm "*" for single precision; OpenBLAS "* ]]; then
     not_ok "tupe-pretrain names the BLAS kernels" "rc=$rc" "stderr: $(head -c 600 $T/err)"
     exit 1
 fi
@@ -44,13 +47,13 @@ fi
 verdict "nothing set: the kernels of this processor's $isa, in one line on stderr and metrics.jsonl's first"
 
 run $P train "${common[@]}" -o $T/a --steps 2 --resume
-[ $rc = 0 ] && [ "$(grep -c '"start":{"backend":"cpu","kernels":"OpenBLAS' $T/a/metrics.jsonl)" = 2 ] &&
+[ $rc = 0 ] && [ "$(grep -c '"start":{"backend":"cpu","kernels":"oneDNN ' $T/a/metrics.jsonl)" = 2 ] &&
     grep -q '^{"step":1,"start":' $T/a/metrics.jsonl && [ "$(grep -c '"loss"' $T/a/metrics.jsonl)" = 2 ]
 verdict "a resumed run records its kernels again, at the step it resumes from"
 
 OPENBLAS_CORETYPE=Prescott run $P train "${common[@]}" -o $T/user --steps 1 --save-every 0
 [ $rc = 0 ] && [ "$(kernels | sed 's/^OpenBLAS [^ ]* //')" = "Prescott kernels (SSE3), OPENBLAS_CORETYPE=Prescott" ]
-verdict "OPENBLAS_CORETYPE set by the user is kept"
+verdict "OPENBLAS_CORETYPE set by the user is kept, and OpenBLAS's kernels do every product"
 
 if [ $isa = SSE3 ]; then
     skip "a generic core undone" "this processor has nothing beyond SSE3"
@@ -61,9 +64,15 @@ else
 fi
 
 TUPE_FAULT=blas.check run $P train "${common[@]}" -o $T/bad --steps 1 --save-every 0
-first=$(echo "$line" | awk '{ print $3 }')
+first=$(echo "$line" | sed 's/.*; OpenBLAS [^ ]* \([^ ]*\) kernels.*/\1/')
 [ $rc = 0 ] && [ "$(grep -c 'kernels failed the start-up check' $T/err)" = 1 ] &&
     grep -q "^tupe-pretrain: OpenBLAS [^ ]*'s $first kernels failed the start-up check of matrix products against a plain loop (sgemm NN 5x3x7: C\[2,1\] = .*): using its [A-Za-z0-9_]* kernels$" $T/err &&
     [[ "$(kernels)" == *", in place of $first, which failed the start-up check" ]] &&
     [[ "$(kernels)" != *" $first kernels"* ]]
 verdict "a core whose product is wrong is not used: a one-line notice, the next core computes"
+
+TUPE_FAULT=blas.onednn run $P train "${common[@]}" -o $T/dnnl --steps 1 --save-every 0
+[ $rc = 0 ] && [ "$(grep -c "sgemm failed the start-up check" $T/err)" = 1 ] &&
+    grep -q "^tupe-pretrain: oneDNN [0-9.]*'s sgemm failed the start-up check of matrix products against a plain loop (sgemm NN 5x3x7: C\[0,0\] = .*): using OpenBLAS [^ ]*'s$" $T/err &&
+    [ "$(kernels)" = "${line#*; }" ]
+verdict "oneDNN's sgemm computing wrong is not used: a one-line notice, OpenBLAS's kernels for every product"

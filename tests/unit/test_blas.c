@@ -1,9 +1,12 @@
 /* The start-up check of the BLAS kernels (backend/blas.h) on products of known quality: a plain
  * loop in either summation order passes; a product that drops a term, ignores beta, mixes up a
  * transpose, writes past the row into the leading dimension's padding, or rounds its inputs to
- * bf16 fails, with the place named. And the selection itself, whatever this machine is. The
+ * bf16 fails, with the place named. And the selection itself, whatever this machine is (oneDNN's
+ * sgemm unless OPENBLAS_CORETYPE is set), and the chosen sgemm passing the check on any thread. The
  * selection's behaviour end to end (a generic core undone, OPENBLAS_CORETYPE kept, a failing
  * core avoided) is tests/cli/blas.sh. */
+#include <omp.h>
+
 #include "backend/blas.h"
 #include "base/dtype.h"
 #include "unit.h"
@@ -92,8 +95,39 @@ static void selection_reports(void)
      * runs when nothing was set: OpenBLAS's own at the processor's level, or the one chosen. */
     if ((bi->how == TUPE_BLAS_OWN || bi->how == TUPE_BLAS_CHOSEN) && bi->best[0])
         CHECK_STR(bi->best, bi->core);
+    /* oneDNN's sgemm unless OPENBLAS_CORETYPE is set; the line leads with it when it is used */
+    const char *user = getenv("OPENBLAS_CORETYPE");
+    if (user && *user)
+        CHECK_STR(bi->sgemm, "");
+    if (bi->sgemm[0]) {
+        CHECK(strncmp(bi->sgemm, "oneDNN ", 7) == 0);
+        CHECK(strncmp(bi->line, bi->sgemm, strlen(bi->sgemm)) == 0);
+        CHECK_HAS(bi->line, " for single precision; OpenBLAS ");
+    } else {
+        CHECK(strncmp(bi->line, "OpenBLAS", 8) == 0);
+    }
     CHECK_INT(tupe_blas_select(&e), 0); /* once: the same answer */
     CHECK(tupe_blas_info_get() == bi);
 }
 
-UNIT_MAIN(T(right_products_pass), T(wrong_products_fail), T(selection_reports))
+/* The products the backend makes with the chosen kernels pass the check themselves, and leave
+ * the thread count of later parallel regions alone (oneDNN's is given a team of one). */
+static void chosen_sgemm_checks(void)
+{
+    tupe_err e;
+    CHECK_INT(tupe_blas_select(&e), 0);
+    char why[256] = "";
+    int before = omp_get_max_threads();
+    CHECK_MSG(tupe_blas_check(tupe_blas_sgemm, NULL, why, sizeof why) == 0, "chosen sgemm: %s", why);
+    CHECK_INT(omp_get_max_threads(), before);
+    int bad = 0;
+#pragma omp parallel num_threads(2) reduction(+ : bad)
+    {
+        char w[256] = "";
+        bad += tupe_blas_check(tupe_blas_sgemm, NULL, w, sizeof w);
+    }
+    CHECK_INT(bad, 0);
+}
+
+UNIT_MAIN(T(right_products_pass), T(wrong_products_fail), T(selection_reports),
+          T(chosen_sgemm_checks))
