@@ -40,7 +40,6 @@ static const gcase cases[] = {
     {"cls-nope", TUPE_POS_NOPE, 1, 3, 0, 0},
     {"deberta", TUPE_POS_DEBERTA, 1, 0, 0, 0},
     {"deberta-types-dropout", TUPE_POS_DEBERTA, 1, 0, 2, 0.2}, /* the table's dropout too */
-    {"cls-deberta", TUPE_POS_DEBERTA, 1, 3, 0, 0},
 };
 
 enum { B = 3, T = 9, V = 41 };
@@ -209,10 +208,9 @@ CASE(grad_alibi, 13)
 CASE(grad_cls_nope, 14)
 CASE(grad_deberta, 15)
 CASE(grad_deberta_types_dropout, 16)
-CASE(grad_cls_deberta, 17)
 
 UNIT_MAIN(T(grad_bert_a), T(grad_bert_r), T(grad_bert_ad), T(grad_tupe_a), T(grad_tupe_a_tie),
           T(grad_tupe_r), T(grad_tupe_r_tie), T(grad_tupe_r_dropout),
           T(grad_bert_a_types_dropout), T(grad_cls_tupe_r_dropout), T(grad_reg_bert_ad),
           T(grad_rope), T(grad_rope_half_dropout), T(grad_alibi), T(grad_cls_nope),
-          T(grad_deberta), T(grad_deberta_types_dropout), T(grad_cls_deberta))
+          T(grad_deberta), T(grad_deberta_types_dropout))
