@@ -904,6 +904,98 @@ static void case_memory(void)
     CHECK(cudaMalloc(&f, 16) == cudaErrorIllegalAddress); /* sticky */
 }
 
+/* A captured stream's work (kernels, a device copy, a memset) runs only when the graph is
+ * launched, each launch in the captured order with the captured arguments: three launches
+ * leave the same bits as the same work done three times eagerly. */
+static void case_graphs(void)
+{
+    int n = 1000;
+    std::vector<float> h(n), x(n), y(n);
+    for (int i = 0; i < n; i++)
+        h[i] = 1.0f / (float)(i + 3);
+    float *a[2], *b[2], *c[2];
+    for (int k = 0; k < 2; k++) {
+        dmalloc(&a[k], n * sizeof(float));
+        dmalloc(&b[k], n * sizeof(float));
+        dmalloc(&c[k], n * sizeof(float));
+        OK(cudaMemcpy(a[k], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        OK(cudaMemcpy(c[k], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    cudaStream_t s;
+    OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    auto work = [&](int k) {
+        k_add<<<(n + 127) / 128, 128, 0, s>>>(a[k], 1.5f, n);
+        OK(cudaMemcpyAsync(b[k], a[k], n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        k_add<<<(n + 127) / 128, 128, 0, s>>>(b[k], 0.25f, n);
+        OK(cudaMemsetAsync(c[k], 0, n / 2 * sizeof(float), s));
+    };
+    for (int it = 0; it < 3; it++)
+        work(0);
+    cudaStreamCaptureStatus cs;
+    OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    OK(cudaStreamIsCapturing(s, &cs));
+    CHECK(cs == cudaStreamCaptureStatusActive);
+    work(1);
+    cudaGraph_t g;
+    OK(cudaStreamEndCapture(s, &g));
+    OK(cudaStreamIsCapturing(s, &cs));
+    CHECK(cs == cudaStreamCaptureStatusNone);
+    OK(cudaStreamSynchronize(s));
+    OK(cudaMemcpy(y.data(), a[1], n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(memcmp(y.data(), h.data(), n * sizeof(float)) == 0); /* captured, not run */
+    cudaGraphExec_t ge;
+    OK(cudaGraphInstantiate(&ge, g, 0));
+    cuemu::counters_reset();
+    for (int it = 0; it < 3; it++)
+        OK(cudaGraphLaunch(ge, s));
+    OK(cudaStreamSynchronize(s));
+    CHECK(cuemu::counter_get("graph_launches") == 3);
+    CHECK(cuemu::counter_get("kernels") == 0); /* launched by the graph, not by the host */
+    float *bufs[2][3] = {{a[0], b[0], c[0]}, {a[1], b[1], c[1]}};
+    for (int q = 0; q < 3; q++) {
+        OK(cudaMemcpy(x.data(), bufs[0][q], n * sizeof(float), cudaMemcpyDeviceToHost));
+        OK(cudaMemcpy(y.data(), bufs[1][q], n * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(memcmp(x.data(), y.data(), n * sizeof(float)) == 0);
+    }
+    CHECK(x[n - 1] == h[n - 1] && x[0] == 0.0f);
+    OK(cudaGraphExecDestroy(ge));
+    OK(cudaGraphDestroy(g));
+    OK(cudaStreamDestroy(s));
+    for (int k = 0; k < 2; k++)
+        dfree(a[k]), dfree(b[k]), dfree(c[k]);
+}
+
+/* The host cannot wait for the device while a stream is captured: the wait is an error and
+ * the capture is invalidated; events inside a capture are not emulated; capture calls on
+ * streams that are not capturing, and dead graphs, are errors. */
+static void case_graph_misuse(void)
+{
+    float *d;
+    dmalloc(&d, 400);
+    std::vector<float> h(100);
+    cudaStream_t s;
+    cudaEvent_t ev;
+    cudaGraph_t g = NULL;
+    OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    OK(cudaEventCreate(&ev));
+    OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    k_add<<<1, 100, 0, s>>>(d, 1.0f, 100);
+    CHECK(EXPECT("error", "the host cannot wait for the device inside a CUDA graph", cudaStreamSynchronize(s)) ==
+          cudaErrorStreamCaptureUnsupported);
+    CHECK(EXPECT("error", "the host cannot wait for the device inside a CUDA graph", cudaDeviceSynchronize()) ==
+          cudaErrorStreamCaptureUnsupported);
+    CHECK(EXPECT("error", "event nodes are not emulated", cudaEventRecord(ev, s)) ==
+          cudaErrorStreamCaptureUnsupported);
+    CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && g == NULL);
+    CHECK(EXPECT("error", "the stream is not being captured", cudaStreamEndCapture(s, &g)) == cudaErrorIllegalState);
+    CHECK(EXPECT("error", "the legacy default stream cannot be captured",
+                 cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal)) == cudaErrorStreamCaptureImplicit);
+    CHECK(EXPECT("error", "is not a live graph", cudaGraphDestroy(g)) == cudaErrorInvalidResourceHandle);
+    OK(cudaMemcpy(h.data(), d, 400, cudaMemcpyDeviceToHost)); /* nothing of the capture ran */
+    OK(cudaEventDestroy(ev));
+    OK(cudaStreamDestroy(s));
+}
+
 static void case_handles(void)
 {
     cudaStream_t s;
@@ -1167,6 +1259,7 @@ static const test_case cases[] = {
     {"bf16", case_bf16, 0},
     {"streams-events", case_streams, 0},
     {"stream-order", case_stream_order, 0},
+    {"graphs", case_graphs, 0},
     {"blas", case_blas, 0},
     {"blas-epilogues", case_blas_epilogue, 0},
     {"sort", case_sort, 0},
@@ -1186,6 +1279,7 @@ static const test_case cases[] = {
     {"launch-configuration", case_launch_config, 1},
     {"memory", case_memory, 1},
     {"handles", case_handles, 1},
+    {"graph-misuse", case_graph_misuse, 1},
     {"blas-arguments", case_blas_misuse, 1},
     {"blas-epilogue-arguments", case_blas_epilogue_misuse, 1},
     {"sort-arguments", case_sort_misuse, 1},

@@ -26,10 +26,14 @@ enum cudaError_t {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
     cudaErrorUnknown = 999
 };
 typedef cudaError_t cudaError;
@@ -47,6 +51,18 @@ typedef cudaDataType_t cudaDataType;
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2
+};
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
@@ -111,5 +127,18 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0, CUEMU_SITE);
 cudaError_t cudaEventQuery(cudaEvent_t e, CUEMU_SITE);
 cudaError_t cudaEventSynchronize(cudaEvent_t e, CUEMU_SITE);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end, CUEMU_SITE);
+
+/* CUDA graphs: a stream's work captured (kernels, copies, memsets, library calls, each with
+ * its arguments as given), then replayed in order by each launch. Only the global mode; a
+ * host synchronization while any stream captures is an error that invalidates the capture,
+ * as on a GPU; events and waits inside a capture are not emulated (an error). */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode, CUEMU_SITE);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g, CUEMU_SITE);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status, CUEMU_SITE);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0,
+                                 CUEMU_SITE);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s, CUEMU_SITE);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e, CUEMU_SITE);
+cudaError_t cudaGraphDestroy(cudaGraph_t g, CUEMU_SITE);
 
 #endif

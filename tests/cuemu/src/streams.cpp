@@ -53,10 +53,22 @@ struct item {
 
 } // namespace
 
+struct CUgraph_st {              /* a capture: the work as it was submitted */
+    int device;
+    std::vector<std::function<void()>> nodes;
+};
+
+struct CUgraphExec_st {
+    int device;
+    std::vector<std::function<void()>> nodes;
+};
+
 struct CUstream_st {
     unsigned flags;
     int device;
     bool legacy, dead, quit;
+    CUgraph_st *capture;          /* being captured into, or NULL */
+    bool capture_bad;             /* invalidated (a host synchronization during it) */
     std::deque<item> q;           /* not yet started */
     uint64_t submitted, completed, released; /* positions: 1 is the first piece of work */
     uint64_t last_touch;          /* when it was last given work (a global counter) */
@@ -82,6 +94,9 @@ static std::condition_variable cv;
 static std::set<CUstream_st *> live;          /* the program's valid stream handles */
 static std::vector<CUstream_st *> every;      /* every stream with a thread, destroyed ones too */
 static std::set<CUevent_st *> events;
+static std::set<CUgraph_st *> graphs;
+static std::set<CUgraphExec_st *> execs;
+static int capturing;                         /* streams being captured */
 static CUstream_st *legacy[MAX_DEVICES];
 static uint64_t touches;
 static thread_local int cur_dev = 0;
@@ -328,6 +343,20 @@ static cudaError_t submit_on(std::unique_lock<std::mutex> &lk, CUstream_st *st,
     return sticky();
 }
 
+/* A host synchronization (fn) while a stream is being captured: an error, and every capture is
+ * invalidated, as in CUDA's global capture mode (mu held). */
+static bool refused_in_capture(const char *fn, const char *file, int line)
+{
+    if (!capturing)
+        return false;
+    report_error(file, line, "%s while a stream is being captured: the host cannot wait for "
+                 "the device inside a CUDA graph (the capture is invalidated)", fn);
+    for (CUstream_st *x : every)
+        if (x->capture)
+            x->capture_bad = true;
+    return true;
+}
+
 cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
                    const std::function<void()> &work, bool eager)
 {
@@ -339,6 +368,11 @@ cudaError_t submit(cudaStream_t s, const char *what, const char *file, int line,
         report_error(file, line, "%s on a stream of device %d while device %d is current", what,
                      st->device, cur_dev);
         return cudaErrorInvalidResourceHandle;
+    }
+    if (st->capture) { /* recorded with its arguments, run by each launch of the graph */
+        if (work)
+            st->capture->nodes.push_back(work);
+        return sticky();
     }
     uint64_t pos;
     return submit_on(lk, st, work, {}, eager, &pos);
@@ -364,6 +398,8 @@ cudaError_t stream_sync(cudaStream_t s, const char *fn, const char *file, int li
     CUstream_st *st = stream_of(s, fn, file, line);
     if (!st)
         return cudaErrorInvalidResourceHandle;
+    if (refused_in_capture(fn, file, line))
+        return cudaErrorStreamCaptureUnsupported;
     wait_done(lk, st, st->submitted);
     return sticky();
 }
@@ -440,6 +476,11 @@ cudaError_t cudaDeviceSynchronize(const char *file, int line)
         return set_error(r);
     static const int syncs = counter_id("host_syncs");
     counter_add(syncs, 1);
+    {
+        std::lock_guard<std::mutex> g(mu);
+        if (refused_in_capture("cudaDeviceSynchronize", file, line))
+            return set_error(cudaErrorStreamCaptureUnsupported);
+    }
     drain(cur_dev);
     return set_error(sticky());
 }
@@ -502,6 +543,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s, const char *file, int line)
     CUstream_st *st = stream_of(s, "cudaStreamQuery", file, line);
     if (!st)
         return set_error(cudaErrorInvalidResourceHandle);
+    if (refused_in_capture("cudaStreamQuery", file, line))
+        return set_error(cudaErrorStreamCaptureUnsupported);
     release(st, st->submitted); /* a program that polls must see its work progress */
     cudaError_t r = sticky();
     return r != cudaSuccess ? r : st->completed < st->submitted ? cudaErrorNotReady : cudaSuccess;
@@ -518,6 +561,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags, c
     if (flags != 0) {
         report_error(file, line, "cudaStreamWaitEvent: flags 0x%x", flags);
         return set_error(cudaErrorInvalidValue);
+    }
+    if (st->capture) {
+        report_error(file, line, "cudaStreamWaitEvent on a stream being captured: a graph's "
+                     "dependencies across streams are not emulated");
+        st->capture_bad = true;
+        return set_error(cudaErrorStreamCaptureUnsupported);
     }
     if (!ev->recorded || mode() == MODE_SYNC) /* an event never recorded is complete */
         return sticky();
@@ -578,6 +627,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s, const char *file, int
                      "device %d current", ev->device, st->device, cur_dev);
         return set_error(cudaErrorInvalidResourceHandle);
     }
+    if (st->capture) {
+        report_error(file, line, "cudaEventRecord on a stream being captured: event nodes are "
+                     "not emulated");
+        st->capture_bad = true;
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
     if (ev->recorded) /* the previous record writes it: wait for it before reusing it */
         wait_done(lk, ev->st, ev->seq);
     uint64_t pos = 0;
@@ -609,6 +664,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e, const char *file, int line)
         return set_error(cudaErrorInvalidResourceHandle);
     static const int syncs = counter_id("host_syncs");
     counter_add(syncs, 1);
+    if (refused_in_capture("cudaEventSynchronize", file, line))
+        return set_error(cudaErrorStreamCaptureUnsupported);
     if (ev->recorded)
         wait_done(lk, ev->st, ev->seq);
     return set_error(sticky());
@@ -632,5 +689,145 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b, const 
     if (x->st->completed < x->seq || y->st->completed < y->seq)
         return set_error(cudaErrorNotReady);
     *ms = (float)(y->ms - x->ms);
+    return sticky();
+}
+
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode m, const char *file,
+                                   int line)
+{
+    std::lock_guard<std::mutex> g(mu);
+    CUstream_st *st = stream_of(s, "cudaStreamBeginCapture", file, line);
+    if (!st)
+        return set_error(cudaErrorInvalidResourceHandle);
+    if (st->legacy) {
+        report_error(file, line, "cudaStreamBeginCapture: the legacy default stream cannot be "
+                     "captured");
+        return set_error(cudaErrorStreamCaptureImplicit);
+    }
+    if (m != cudaStreamCaptureModeGlobal) {
+        report_error(file, line, "cudaStreamBeginCapture: mode %d (only the global mode is "
+                     "emulated)", (int)m);
+        return set_error(cudaErrorInvalidValue);
+    }
+    if (st->capture) {
+        report_error(file, line, "cudaStreamBeginCapture: the stream is already being captured");
+        return set_error(cudaErrorIllegalState);
+    }
+    st->capture = new CUgraph_st{st->device, {}};
+    st->capture_bad = false;
+    capturing++;
+    return sticky();
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *out, const char *file, int line)
+{
+    *out = NULL;
+    std::lock_guard<std::mutex> g(mu);
+    CUstream_st *st = stream_of(s, "cudaStreamEndCapture", file, line);
+    if (!st)
+        return set_error(cudaErrorInvalidResourceHandle);
+    if (!st->capture) {
+        report_error(file, line, "cudaStreamEndCapture: the stream is not being captured");
+        return set_error(cudaErrorIllegalState);
+    }
+    CUgraph_st *gr = st->capture;
+    st->capture = NULL;
+    capturing--;
+    if (st->capture_bad) {
+        delete gr;
+        return set_error(cudaErrorStreamCaptureInvalidated);
+    }
+    graphs.insert(gr);
+    *out = gr;
+    return sticky();
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status,
+                                  const char *file, int line)
+{
+    std::lock_guard<std::mutex> g(mu);
+    CUstream_st *st = stream_of(s, "cudaStreamIsCapturing", file, line);
+    if (!st)
+        return set_error(cudaErrorInvalidResourceHandle);
+    *status = !st->capture       ? cudaStreamCaptureStatusNone
+              : st->capture_bad ? cudaStreamCaptureStatusInvalidated
+                                : cudaStreamCaptureStatusActive;
+    return sticky();
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags,
+                                 const char *file, int line)
+{
+    *out = NULL;
+    std::lock_guard<std::mutex> g(mu);
+    if (!gr || !graphs.count(gr)) {
+        report_error(file, line, "cudaGraphInstantiate: graph %p is not a live graph", (void *)gr);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (flags) {
+        report_error(file, line, "cudaGraphInstantiate: flags 0x%llx", flags);
+        return set_error(cudaErrorInvalidValue);
+    }
+    CUgraphExec_st *x = new CUgraphExec_st{gr->device, gr->nodes};
+    execs.insert(x);
+    *out = x;
+    return sticky();
+}
+
+/* The captured work queued again on s, in its order, with the arguments it had. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s, const char *file, int line)
+{
+    std::unique_lock<std::mutex> lk(mu);
+    if (!x || !execs.count(x)) {
+        report_error(file, line, "cudaGraphLaunch: %p is not a live executable graph", (void *)x);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    CUstream_st *st = stream_of(s, "cudaGraphLaunch", file, line);
+    if (!st)
+        return set_error(cudaErrorInvalidResourceHandle);
+    if (st->device != x->device || st->device != cur_dev) {
+        report_error(file, line, "cudaGraphLaunch: a graph of device %d on a stream of device %d "
+                     "(device %d current)", x->device, st->device, cur_dev);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (st->capture) {
+        report_error(file, line, "cudaGraphLaunch into a capture: not emulated");
+        st->capture_bad = true;
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    static const int launches = counter_id("graph_launches");
+    counter_add(launches, 1);
+    cudaError_t r = sticky();
+    for (size_t i = 0; i < x->nodes.size() && r == cudaSuccess; i++) {
+        uint64_t pos;
+        r = submit_on(lk, st, x->nodes[i], {}, false, &pos);
+    }
+    return set_error(r);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x, const char *file, int line)
+{
+    std::lock_guard<std::mutex> g(mu);
+    if (!x || !execs.count(x)) {
+        report_error(file, line, "cudaGraphExecDestroy: %p is not a live executable graph",
+                     (void *)x);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    execs.erase(x);
+    delete x; /* queued launches hold copies of its work */
+    return sticky();
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t gr, const char *file, int line)
+{
+    std::lock_guard<std::mutex> g(mu);
+    if (!gr || !graphs.count(gr)) {
+        report_error(file, line, "cudaGraphDestroy: %p is not a live graph", (void *)gr);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    graphs.erase(gr);
+    delete gr;
     return sticky();
 }
