@@ -153,6 +153,8 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->free = cu_free;
     be->upload = cu_upload;
     be->download = cu_download;
+    be->upload_ahead = cu_upload_ahead;
+    be->ahead_take = cu_ahead_take;
     be->zero = cu_zero;
     be->scale = cu_scale;
     be->sumsq = cu_sumsq;

@@ -105,6 +105,13 @@ static void *stage_get(cu_priv *pr, size_t bytes, stage_buf **out)
 
 void stage_destroy(cu_priv *pr)
 {
+    if (pr->ahead) {
+        cudaStreamSynchronize(pr->ahead);
+        cudaEventDestroy(pr->ahead_done);
+        cudaEventDestroy(pr->ahead_free);
+        cudaStreamDestroy(pr->ahead);
+        pr->ahead = NULL;
+    }
     for (int i = 0; i < STAGE_SLOTS; i++) {
         stage_buf *b = &pr->stage[i];
         if (b->done)
@@ -167,6 +174,66 @@ void cu_upload(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int d
     if (!CK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyHostToDevice, pr->s)))
         SYNC(pr);
     free(tmp);
+}
+
+/* The copy stream of upload_ahead and its two events, at the first use. 0, or 1 (error kept). */
+static int ahead_init(cu_priv *pr)
+{
+    if (pr->ahead)
+        return 0;
+    cudaStream_t st;
+    if (CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)))
+        return 1;
+    if (CK(cudaEventCreateWithFlags(&pr->ahead_done, cudaEventDisableTiming))) {
+        cudaStreamDestroy(st);
+        return 1;
+    }
+    if (CK(cudaEventCreateWithFlags(&pr->ahead_free, cudaEventDisableTiming))) {
+        cudaEventDestroy(pr->ahead_done);
+        cudaStreamDestroy(st);
+        return 1;
+    }
+    pr->ahead = st;
+    return 0;
+}
+
+void cu_upload_ahead(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int dt)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || n == 0 || ahead_init(pr))
+        return;
+    int ds = dev_size(be, dt);
+    size_t bytes = n * (size_t)ds;
+    if (bytes > STAGE_MAX) { /* not a step's inputs: in order on the compute stream */
+        cu_upload(be, dst, src, n, dt);
+        if (!pr->err)
+            CK(cudaEventRecord(pr->ahead_done, pr->s));
+        return;
+    }
+    stage_buf *b = NULL;
+    void *tmp = stage_get(pr, bytes, &b);
+    if (!tmp)
+        return;
+    convert_up(tmp, src, n, dt & ~TUPE_WIDE, ds);
+    /* after the takes queued so far have read dst; then the takes queued later wait for this */
+    if ((pr->ahead_taken && CK(cudaStreamWaitEvent(pr->ahead, pr->ahead_free, 0))) ||
+        CK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyHostToDevice, pr->ahead)) ||
+        CK(cudaEventRecord(b->done, pr->ahead)))
+        return;
+    b->busy = 1;
+    CK(cudaEventRecord(pr->ahead_done, pr->ahead));
+}
+
+void cu_ahead_take(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, size_t bytes)
+{
+    cu_priv *pr = PR(be);
+    if (pr->err || bytes == 0)
+        return;
+    if (pr->ahead && CK(cudaStreamWaitEvent(pr->s, pr->ahead_done, 0)))
+        return;
+    if (!CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, pr->s)) && pr->ahead &&
+        !CK(cudaEventRecord(pr->ahead_free, pr->s)))
+        pr->ahead_taken = 1;
 }
 
 void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int dt)

@@ -151,6 +151,10 @@ typedef struct cu_priv {
     struct op_timing *tm;           /* per-operation timing (measure.cu), once asked for */
     stage_buf stage[STAGE_SLOTS];   /* upload staging, used in turn */
     int stage_next;
+    cudaStream_t ahead;             /* upload_ahead's copies (created at the first), and: */
+    cudaEvent_t ahead_done;         /* recorded on it after each */
+    cudaEvent_t ahead_free;         /* recorded on s after each ahead_take */
+    int ahead_taken;                /* ahead_free recorded at least once */
     struct drop_masks *dm;          /* dropout keep bits kept per site (dropout.cu) */
     char legacy_shape[160];         /* the first product that had to take the legacy path */
     int err;

@@ -72,6 +72,15 @@ struct tupe_backend {
      * host buffer may be reused at once); a download returns when the data is there. */
     void (*upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int host_dtype);
     void (*download)(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int host_dtype);
+    /* The next step's inputs, uploaded while this step computes (train/pretrain.c): upload_ahead
+     * is an upload into a buffer of the caller's, on a copy stream of its own, after the device
+     * has done the ahead_take calls queued so far (so it never overwrites what a take still
+     * reads); ahead_take copies `bytes` from such a buffer to another device buffer in the
+     * order of the operations, after every upload_ahead so far (so it never reads a
+     * half-written upload). The inputs the operations read keep their addresses (CUDA graphs
+     * capture them). On the CPU both are plain copies. */
+    void (*upload_ahead)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n, int host_dtype);
+    void (*ahead_take)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, size_t bytes);
     void (*zero)(tupe_backend *be, tupe_dev *x, size_t n);
     void (*scale)(tupe_backend *be, tupe_dev *x, size_t n, double s);
     /* Sum of squares, accumulated in double in a fixed order (independent of thread count;

@@ -1228,9 +1228,18 @@ static void R(adamw)(tupe_backend *be, tupe_dev *p_, const tupe_dev *g_, tupe_de
     }
 }
 
+/* The CPU computes when called: the input is there at once, a take is a copy. */
+static void R(ahead_take)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
 static void R(ops)(tupe_backend *be)
 {
     be->upload = R(upload);
+    be->upload_ahead = R(upload);
+    be->ahead_take = R(ahead_take);
     be->download = R(download);
     be->zero = R(zero);
     be->scale = R(scale);

@@ -510,9 +510,23 @@ int tupe_model_get_grad_f64(tupe_model *m, const char *name, double *dst, size_t
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
+/* n integers into an input buffer: taken on the device from where they were uploaded ahead,
+ * or uploaded from the host. */
+static void input_in(tupe_backend *be, tupe_dev *dst, const tupe_dev *ahead, const int32_t *host,
+                     size_t n)
+{
+    if (ahead)
+        be->ahead_take(be, dst, ahead, n * 4);
+    else
+        be->upload(be, dst, host, n, TUPE_I32);
+}
+
 static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
 {
     const tupe_config *c = &m->cfg;
+    if (b->dev && (c->num_labels != 0 || c->rtd_head || b->types || !m->be->ahead_take))
+        return tupe_fail(e, TUPE_EUSAGE, "inputs on the device ahead of the forward pass are for "
+                         "masked-LM batches without token types only");
     if (b->B < 1 || b->B > m->cap.batch)
         return tupe_fail(e, TUPE_EDATA, "batch of %d sequences (this model holds 1 to %d)", b->B,
                          m->cap.batch);
@@ -607,6 +621,8 @@ void tupe_model_sums_target(tupe_model *m, tupe_dev *dst, size_t stride)
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
                        tupe_err *e)
 {
+    if (m->pair && b->dev)
+        return tupe_fail(e, TUPE_EUSAGE, "an ELECTRA pair uploads its own inputs (none ahead)");
     if (m->pair)
         return tupe_electra_forward(m->pair, b, st, out, e);
     if (!m->i_ids)
@@ -629,10 +645,10 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     m->sample_offset = b->sample_offset;
     m->has_types = b->types != NULL && c->type_vocab_size > 0;
 
-    be->upload(be, m->i_ids, b->ids, (size_t)N, TUPE_I32);
+    input_in(be, m->i_ids, b->dev ? b->dev->ids : NULL, b->ids, (size_t)N);
+    input_in(be, m->i_len, b->dev ? b->dev->lengths : NULL, b->lengths, (size_t)B);
     if (b->types)
         be->upload(be, m->i_types, b->types, (size_t)N, TUPE_I32);
-    be->upload(be, m->i_len, b->lengths, (size_t)B, TUPE_I32);
     const int32_t *ids = (const int32_t *)m->i_ids, *len = (const int32_t *)m->i_len;
     const int32_t *types = m->has_types ? (const int32_t *)m->i_types : NULL;
 
@@ -714,8 +730,8 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
         int M = b->M;
         r.count = M;
         if (M > 0) {
-            be->upload(be, m->i_mpos, b->mask_pos, (size_t)M, TUPE_I32);
-            be->upload(be, m->i_mlab, b->mask_label, (size_t)M, TUPE_I32);
+            input_in(be, m->i_mpos, b->dev ? b->dev->mask_pos : NULL, b->mask_pos, (size_t)M);
+            input_in(be, m->i_mlab, b->dev ? b->dev->mask_label : NULL, b->mask_label, (size_t)M);
             be->gather_rows(be, m->hm, top, (const int32_t *)m->i_mpos, M, D);
             be->linear_fwd(be, m->ht, m->hg, m->hm, PAR(y->mlm_w), PAR(y->mlm_b), M, D, E,
                            TUPE_ACT_GELU, NULL);

@@ -39,6 +39,13 @@ typedef struct tupe_capacity {
 
 /* One forward pass's input, on the host. Sequences are right-padded: positions >= lengths[b]
  * are padding (their ids are ignored). */
+/* A batch's integer inputs already on the device, uploaded ahead by the caller (backend.h,
+ * upload_ahead): ids [B*T], lengths [B], mask_pos and mask_label [M], the same values as the
+ * batch's host arrays (which the forward pass still checks and reads). */
+typedef struct tupe_batch_dev {
+    const tupe_dev *ids, *lengths, *mask_pos, *mask_label;
+} tupe_batch_dev;
+
 typedef struct tupe_batch {
     int B, T;
     const int32_t *ids;         /* [B*T] */
@@ -68,6 +75,9 @@ typedef struct tupe_batch {
     /* an ELECTRA pair scored on a given probe (train/rtdprobe.h): the discriminator's input
      * and labels [B*T] as given, nothing sampled (the generator still runs on ids) */
     const int32_t *probe_ids, *probe_labels;
+    /* the same inputs on the device (a masked-LM batch of a model without an ELECTRA pair or
+     * token types), taken into the model's input buffers on the device, or NULL: uploaded */
+    const tupe_batch_dev *dev;
 } tupe_batch;
 
 /* Training-mode settings of a forward pass; NULL means evaluation (no dropout). */

@@ -829,6 +829,11 @@ typedef struct trainer {
      * before ran, and their counts summed over the ranks (masked, tokens); 0: none. */
     int64_t next_step;
     uint64_t next_counts[2];
+    /* That step's micro-batches uploaded too (masked LM): each one's ids, lengths, mask
+     * positions and labels (tupe_batch_dev), in device buffers of their own (the model's input
+     * buffers keep their addresses); ahead_step is the step they hold, 0: none. */
+    tupe_dev **ahead;            /* 4 per micro-batch of this rank, or NULL (ELECTRA) */
+    int64_t ahead_step;
     volatile sig_atomic_t *stop; /* set by a signal */
     int leave;                   /* every rank's answer: leave after the last step */
     /* Since the last metrics line (last) and the last progress line of either kind (note):
@@ -909,6 +914,49 @@ static int open_data(trainer *t, tupe_err *e)
     return 0;
 }
 
+/* The device buffers of the next step's micro-batches (train_step). */
+static int ahead_alloc(trainer *t, tupe_backend *be, tupe_err *e)
+{
+    int k = t->per_rank / t->r.mb;
+    size_t T = t->r.seq_len, mb = (size_t)t->r.mb, bytes[4] = {mb * T * 4, mb * 4, mb * T * 4, mb * T * 4};
+    t->be = be;
+    if (!(t->ahead = calloc((size_t)k * 4, sizeof *t->ahead)))
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    for (int i = 0; i < 4 * k; i++)
+        if (!(t->ahead[i] = be->alloc(be, bytes[i % 4])))
+            return tupe_fail(e, TUPE_EFAIL, "out of device memory for the next step's inputs");
+    return 0;
+}
+
+static void ahead_free(trainer *t)
+{
+    for (int i = 0; t->ahead && i < 4 * (t->per_rank / t->r.mb); i++)
+        if (t->ahead[i])
+            t->be->free(t->be, t->ahead[i]);
+    free(t->ahead);
+}
+
+/* The step's micro-batches, read into r's rows, packed and uploaded ahead: the device copies
+ * them while it computes the step before, and the step's forward passes take them on the
+ * device (tupe_batch_dev). */
+static void upload_ahead(trainer *t, int64_t step)
+{
+    run *r = &t->r;
+    tupe_backend *be = t->be;
+    int k = t->per_rank / r->mb;
+    for (int i = 0; i < k; i++) {
+        int mi = tupe_gradsync_order(t->gs, i);
+        tupe_batch b;
+        make_batch(r, mi, r->mb, k, &b);
+        tupe_dev **d = t->ahead + 4 * i;
+        be->upload_ahead(be, d[0], b.ids, (size_t)b.B * (size_t)b.T, TUPE_I32);
+        be->upload_ahead(be, d[1], b.lengths, (size_t)b.B, TUPE_I32);
+        be->upload_ahead(be, d[2], b.mask_pos, (size_t)b.M, TUPE_I32);
+        be->upload_ahead(be, d[3], b.mask_label, (size_t)b.M, TUPE_I32);
+    }
+    t->ahead_step = step;
+}
+
 static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
 {
     const tupe_pretrain_opts *o = t->r.o;
@@ -934,6 +982,8 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
                                sizeof(double));
     if (!t->dml)
         return tupe_fail(e, TUPE_EFAIL, "out of device memory for a step's sums");
+    if (!t->r.electra && (rc = ahead_alloc(t, be, e)))
+        return rc;
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
     t->st = st;
     return 0;
@@ -1222,14 +1272,16 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     const tupe_pretrain_opts *o = r->o;
     int rc;
     uint64_t counts[2];
+    int ahead = 0;
     if (t->next_step == step) {
         counts[0] = t->next_counts[0];
         counts[1] = t->next_counts[1];
+        ahead = t->ahead_step == step;
     } else if ((rc = read_step(t, step, counts, e)) ||
                (rc = tupe_comm_allreduce_u64(r->comm, counts, 2, e))) {
         return rc;
     }
-    t->next_step = 0;
+    t->next_step = t->ahead_step = 0;
     /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
      * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
@@ -1239,6 +1291,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         int mi = tupe_gradsync_order(t->gs, i), j = r->slot + mi * r->world;
         tupe_batch b;
         make_batch(r, mi, r->mb, k, &b);
+        tupe_batch_dev bd = {t->ahead ? t->ahead[4 * i] : NULL, t->ahead ? t->ahead[4 * i + 1] : NULL,
+                             t->ahead ? t->ahead[4 * i + 2] : NULL, t->ahead ? t->ahead[4 * i + 3] : NULL};
+        b.dev = ahead ? &bd : NULL;
         b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
         b.rtd_norm = (double)counts[1];
         b.noise_step = (uint32_t)step;
@@ -1260,19 +1315,21 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     tupe_fault_point("trainer.step");
     /* the next step's sequences (the rows are free: the micro-batches were packed), their
      * counts after the losses: integers, summed exactly as doubles */
-    int ahead = step < o->steps;
+    int more = step < o->steps;
     size_t nv = (size_t)n * (r->electra ? NSUM : 1);
-    if (ahead) {
+    if (more) {
         uint64_t nc[2];
         if ((rc = read_step(t, step + 1, nc, e)))
             return rc;
         t->mloss[nv] = (double)nc[0];
         t->mloss[nv + 1] = (double)nc[1];
+        if (t->ahead)
+            upload_ahead(t, step + 1);
     }
     /* whether to leave after this step: a signal, --stop-after or --max-time (rank 0's
      * clock); summed with the rest, so that every rank has the same answer without a
      * collective of its own */
-    size_t at = nv + 2 * (size_t)ahead;
+    size_t at = nv + 2 * (size_t)more;
     t->mloss[at] = (t->stop && *t->stop) ||
                    (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
                    (r->rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
@@ -1281,7 +1338,7 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     if ((rc = tupe_gradsync_finish(t->gs, t->dml, nv, t->mloss, at + 1, norm, e)))
         return rc;
     t->leave = t->mloss[at] > 0;
-    if (ahead) {
+    if (more) {
         t->next_step = step + 1;
         t->next_counts[0] = (uint64_t)t->mloss[nv];
         t->next_counts[1] = (uint64_t)t->mloss[nv + 1];
@@ -1498,6 +1555,7 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     free(t->mloss);
     if (t->dml)
         t->be->free(t->be, t->dml);
+    ahead_free(t);
     free_run(&t->r);
     free(t);
     return rc;

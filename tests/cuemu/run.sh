@@ -32,7 +32,10 @@
 #                       line each (tupe-parity counters; README.md, "GPU", has them at T = 256
 #                       and 512); and tupe-parity bench --per-op runs (its times mean nothing)
 #   pretrain            tupe-pretrain train --device cuda (fp32, bf16) against --device cpu:
-#                       the loss of every step and the final validation loss (tiny, 10 steps)
+#                       the loss of every step and the final validation loss (tiny, 10 steps);
+#                       and fp32 with lazy streams bit-identical to the default streams (the
+#                       next batch's upload ahead on its copy stream: a take that did not wait
+#                       for it reads the step before's batch)
 #   pretrain-electra    the same with --objective electra --recipe electra: every loss of both
 #                       networks at every step, and the validation's
 #   glue                tupe-glue train (RTE) --device cuda (fp32, bf16) against --device cpu:
@@ -156,6 +159,22 @@ part_pretrain() { # [NAME OPTION...]: the run's options added to every side
         echo "DETAIL $p losses within $w (tolerance $tol)"
         awk -v w="$w" -v t=$tol 'BEGIN { exit !(w <= t) }' || rc=1
     done
+    # the next step's batch is uploaded on a copy stream while the step runs, and taken into
+    # the model's inputs at the step's start: with streams that run only when waited for, a
+    # take that did not wait for its upload would read the step before's batch every time
+    CUEMU_STREAMS=lazy "$b/tupe-pretrain" train "${common[@]}" -o "$d/lazy" --device cuda --precision fp32 \
+        --save-every 10 || return 1
+    "$b/tupe-pretrain" train "${common[@]}" -o "$d/fp32s" --device cuda --precision fp32 \
+        --save-every 10 || return 1
+    if cmp -s <(grep -o '"[a-z_]*loss":[-0-9.e+]*' "$d/fp32s/metrics.jsonl") \
+              <(grep -o '"[a-z_]*loss":[-0-9.e+]*' "$d/lazy/metrics.jsonl") &&
+        "$CB/tests/tupe-testtool" st-diff "$d/fp32s/checkpoints/step-00000010/model.safetensors" \
+            "$d/lazy/checkpoints/step-00000010/model.safetensors" | grep -q '^max_abs_diff 0 '; then
+        echo "DETAIL lazy streams (CUEMU_STREAMS=lazy): every loss and the weights bit-identical"
+    else
+        echo "lazy streams: the losses or weights differ from the default streams'"
+        rc=1
+    fi
     return $rc
 }
 
