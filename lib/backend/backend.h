@@ -198,13 +198,25 @@ struct tupe_backend {
     /* dst[idx[m]] += src[m] (indices distinct). */
     void (*scatter_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                          int M, int D);
-    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Returns the summed
-     * loss (natural log); *correct counts rows whose first maximal logit is the label. */
+    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Row m starts at
+     * logits + m * ld (ld >= V: the masked-LM head's rows are padded, model/params.h); columns
+     * [V, ld) are never read. Returns the summed loss (natural log); *correct counts rows
+     * whose first maximal logit is the label. */
     double (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                       const int32_t *labels, int M, int V, int64_t *correct);
-    /* dlogits = scale (softmax(logits) - onehot); may be computed in place (dlogits == logits). */
+                       const int32_t *labels, int M, int V, int ld, int64_t *correct);
+    /* dlogits = scale (softmax(logits) - onehot) over columns [0, V) of rows of ld, and 0 in
+     * columns [V, ld) (so that the products of the backward pass may run over ld columns); may
+     * be computed in place (dlogits == logits). */
     void (*xent_bwd)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                     const tupe_dev *lse, const int32_t *labels, int M, int V, double scale);
+                     const tupe_dev *lse, const int32_t *labels, int M, int V, int ld,
+                     double scale);
+    /* xent_fwd and xent_bwd of one training step in one pass over each row, the fused
+     * classifier: the loss returned and *correct counted as xent_fwd's, and dlogits as
+     * xent_bwd's (pad columns 0), with no lse kept; dlogits may be logits, which are then
+     * replaced by their gradient. Results the same as xent_fwd's then xent_bwd's. */
+    double (*xent_fused)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                         const int32_t *labels, int M, int V, int ld, double scale,
+                         int64_t *correct);
     /* Summed squared error of pred[M] against target[M] (wide); and dpred = scale 2 (pred - target). */
     double (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M);
     void (*mse_bwd)(tupe_backend *be, tupe_dev *dpred, const tupe_dev *pred,
