@@ -57,6 +57,8 @@ static void cu_destroy(tupe_backend *be)
             cudaFree(pr->dres);
         if (pr->hres)
             cudaFreeHost(pr->hres);
+        if (pr->hsums)
+            cudaFreeHost(pr->hsums);
         if (pr->lt)
             cublasLtDestroy(pr->lt);
         if (pr->blas)

@@ -69,6 +69,8 @@ static int dev_size(tupe_backend *be, int dt)
 {
     if (dt == TUPE_I32)
         return 4;
+    if (dt == TUPE_DBL)
+        return 8;
     return (dt & TUPE_WIDE) ? be->wsize : be->esize;
 }
 
@@ -116,8 +118,8 @@ void stage_destroy(cu_priv *pr)
 /* Host values in the device's type (fp32 or f64 to bf16 rounded once, f64 to fp32). */
 static void convert_up(void *tmp, const void *src, size_t n, int hd, int ds)
 {
-    if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
-        memcpy(tmp, src, n * 4);
+    if (hd == TUPE_I32 || hd == TUPE_DBL || (hd == TUPE_F32 && ds == 4)) {
+        memcpy(tmp, src, n * (size_t)ds);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -171,7 +173,7 @@ void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int
 {
     cu_priv *pr = PR(be);
     int hd = dt & ~TUPE_WIDE;
-    size_t hsz = hd == TUPE_F64 ? 8 : 4;
+    size_t hsz = hd == TUPE_F64 || hd == TUPE_DBL ? 8 : 4;
     if (n == 0)
         return;
     if (pr->err) {
@@ -179,8 +181,8 @@ void cu_download(tupe_backend *be, void *dst, const tupe_dev *src, size_t n, int
         return;
     }
     int ds = dev_size(be, dt);
-    if (hd == TUPE_I32 || (hd == TUPE_F32 && ds == 4)) {
-        if (!CK(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToHost, pr->s)))
+    if (hd == TUPE_I32 || hd == TUPE_DBL || (hd == TUPE_F32 && ds == 4)) {
+        if (!CK(cudaMemcpyAsync(dst, src, n * hsz, cudaMemcpyDeviceToHost, pr->s)))
             SYNC(pr);
         if (pr->err)
             memset(dst, 0, n * hsz);

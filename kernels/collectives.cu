@@ -118,8 +118,6 @@ struct nccl_link {
     cudaEvent_t after_compute, after_comm;
     void *scr;                      /* the pieces received from the other ranks */
     size_t scr_bytes;
-    double *hsums;                  /* pinned: the values of _sums to and from the device */
-    size_t hsums_n;
     cudaEvent_t *marks;             /* _comm_mark's */
     int nmarks;
     double timeout;                 /* seconds a host wait may last */
@@ -261,8 +259,6 @@ void nccl_destroy(cu_priv *pr)
     cudaEventDestroy(nl->after_comm);
     if (nl->scr)
         cudaFree(nl->scr);
-    if (nl->hsums)
-        cudaFreeHost(nl->hsums);
     for (int i = 0; i < nl->nmarks; i++)
         cudaEventDestroy(nl->marks[i]);
     free(nl->marks);
@@ -571,24 +567,6 @@ extern "C" int tupe_backend_cuda_allreduce(tupe_backend *be, tupe_dev *buf, size
     return comm_end(pr, e);
 }
 
-/* The pinned host buffer of _sums, for n doubles (0, or 1 with the error kept). */
-static double *sums_host(cu_priv *pr, size_t n)
-{
-    nccl_link *nl = pr->nl;
-    if (nl->hsums_n >= n)
-        return nl->hsums;
-    if (SYNC(pr)) /* the old one may still be read */
-        return NULL;
-    if (nl->hsums)
-        cudaFreeHost(nl->hsums);
-    nl->hsums = NULL;
-    nl->hsums_n = 0;
-    if (CK(cudaMallocHost((void **)&nl->hsums, n * sizeof(double))))
-        return NULL;
-    nl->hsums_n = n;
-    return nl->hsums;
-}
-
 /* d's k doubles summed over the ranks, on cs between the compute stream's work before and
  * after (0, or 1 with the error kept). */
 static int sums_allreduce(cu_priv *pr, double *d, size_t k)
@@ -690,45 +668,68 @@ extern "C" int tupe_backend_cuda_comm_mark(tupe_backend *, int, tupe_err *e) { r
 extern "C" int tupe_backend_cuda_comm_after(tupe_backend *, int, tupe_err *e) { return no_nccl(e); }
 #endif
 
-/* The runs' sums of squares of this rank's ranges (zeros elsewhere) and the values, side by
- * side in one device buffer; summed over the ranks by one NCCL all-reduce of doubles on cs,
- * exact as every element comes from one rank; the runs' sums then added by the host's tree on
- * the compute stream, and sumsq and the values read back together: the step's one wait. */
+/* The pinned host buffer of _sums, for n doubles (NULL with the error kept). */
+static double *sums_host(cu_priv *pr, size_t n)
+{
+    if (pr->hsums_n >= n)
+        return pr->hsums;
+    if (SYNC(pr)) /* the old one may still be read */
+        return NULL;
+    if (pr->hsums)
+        cudaFreeHost(pr->hsums);
+    pr->hsums = NULL;
+    pr->hsums_n = 0;
+    if (CK(cudaMallocHost((void **)&pr->hsums, n * sizeof(double))))
+        return NULL;
+    pr->hsums_n = n;
+    return pr->hsums;
+}
+
+/* The runs' sums of squares of this rank's ranges (zeros elsewhere) and the values (the
+ * device's, then the host's), side by side in one device buffer; summed over the ranks by one
+ * NCCL all-reduce of doubles on cs, exact as every element comes from one rank; the runs' sums
+ * then added by the host's tree on the compute stream, and sumsq and the values read back
+ * together: the step's one wait. */
 extern "C" int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
-                                      size_t nranges, size_t n, size_t run, double *vals,
-                                      size_t nvals, double *sumsq, tupe_err *e)
+                                      size_t nranges, size_t n, size_t run, const tupe_dev *dvals,
+                                      size_t ndv, double *vals, size_t nvals, double *sumsq,
+                                      tupe_err *e)
 {
     cu_priv *pr = PR(be);
     *sumsq = 0;
-    if (!pr->nl)
-        nvals = 0; /* one rank: the values are their own sums */
     size_t np = run ? (n + run - 1) / run : 0, k = np + nvals;
     if (np > INT_MAX)
         return tupe_fail(e, TUPE_EFAIL, "gradient norm: %zu runs are too many", np);
-    double *d = (double *)scratch(pr, SC_RUNS, (k + 1) * sizeof(double)), *h = pr->hres;
+    double *d = (double *)scratch(pr, SC_RUNS, (k + 1) * sizeof(double));
+    double *h = sums_host(pr, nvals + 1);
     if (!pr->err)
         CK(cudaMemsetAsync(d, 0, np * sizeof(double), pr->s));
     for (size_t r = 0; r < nranges && !pr->err; r++)
         sumsq_runs_dev(pr, tupe_dev_at(be, x, ranges[2 * r]), ranges[2 * r + 1] - ranges[2 * r],
                        run, d + ranges[2 * r] / run);
+    if (ndv && !pr->err)
+        CK(cudaMemcpyAsync(d + np, dvals, ndv * sizeof(double), cudaMemcpyDeviceToDevice, pr->s));
 #if TUPE_HAVE_NCCL
-    if (pr->nl && !pr->err && (h = sums_host(pr, nvals + 1)) != NULL) {
-        if (nvals)
-            memcpy(h, vals, nvals * sizeof(double));
-        if (!(nvals && CK(cudaMemcpyAsync(d + np, h, nvals * sizeof(double),
-                                          cudaMemcpyHostToDevice, pr->s))))
+    /* the host's values join the device's (one rank: they are their own sums, left out) */
+    if (pr->nl && !pr->err && h) {
+        if (nvals > ndv)
+            memcpy(h, vals + ndv, (nvals - ndv) * sizeof(double));
+        if (!(nvals > ndv && CK(cudaMemcpyAsync(d + np + ndv, h, (nvals - ndv) * sizeof(double),
+                                                cudaMemcpyHostToDevice, pr->s))))
             sums_allreduce(pr, d, k);
     }
 #endif
     tree_sum_dev(pr, d, (int)np, d + k);
     /* the values (summed) and sumsq: nvals + 1 doubles from d + np */
-    if (!pr->err && !CK(cudaMemcpyAsync(h, d + np, (nvals + 1) * sizeof(double),
-                                        cudaMemcpyDeviceToHost, pr->s)))
+    if (!pr->err && h && !CK(cudaMemcpyAsync(h, d + np, (nvals + 1) * sizeof(double),
+                                             cudaMemcpyDeviceToHost, pr->s)))
         SYNC(pr);
-    if (pr->err)
+    if (pr->err || !h)
         return cu_check(be, e);
-    if (nvals)
+    if (pr->nl)
         memcpy(vals, h, nvals * sizeof(double));
+    else
+        memcpy(vals, h, ndv * sizeof(double));
     *sumsq = h[nvals];
     return 0;
 }

@@ -141,6 +141,8 @@ typedef struct cu_priv {
     size_t ws_bytes;
     double *dres;                   /* device: reduction partials and results */
     double *hres;                   /* pinned host copy of the results */
+    double *hsums;                  /* pinned: the step's sums to and from the device */
+    size_t hsums_n;
     void *scr[SC_N];
     size_t scr_cap[SC_N];
     gemm_plan plans[PLAN_CAP];

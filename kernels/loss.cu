@@ -110,8 +110,9 @@ __global__ void k_xent_rows(float *lse, double *loss, double *ok, T *d, const T 
     TUPE_DEV_COUNT("xent_write_bytes", nw * sizeof(T));
 }
 
-/* out[0] = sum of a[0..n), out[1] = sum of b[0..n) (b may be NULL), fixed tree. */
-__global__ void k_sum2(const double *a, const double *b, int n, double *out)
+/* *oa += sum of a[0..n), *ob += sum of b[0..n) (ob may be NULL), fixed tree: the step's sums
+ * stay on the device (backend.h). */
+__global__ void k_sum2(const double *a, const double *b, int n, double *oa, double *ob)
 {
     __shared__ double sh[32];
     double sa = 0, sb = 0;
@@ -123,23 +124,23 @@ __global__ void k_sum2(const double *a, const double *b, int n, double *out)
     double ta = block_sum_d(sa, sh);
     double tb = block_sum_d(sb, sh);
     if (threadIdx.x == 0) {
-        out[0] = ta;
-        out[1] = tb;
+        *oa += ta;
+        if (ob)
+            *ob += tb;
     }
 }
 
-/* k_xent_rows over the M rows, then the sums of their losses and of their correct answers. */
-static double xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *logits,
-                        const int32_t *labels, int M, int V, int ld, double scale,
-                        int64_t *correct)
+/* k_xent_rows over the M rows, then the sums of their losses and of their correct answers
+ * added to the device's *loss and *correct. */
+static void xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *logits,
+                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                      tupe_dev *correct)
 {
-    if (correct)
-        *correct = 0;
     if (pr->err || M <= 0 || V <= 0)
-        return 0;
+        return;
     double *tmp = (double *)scratch(pr, SC_COL, 2 * (size_t)M * sizeof(double));
     if (!tmp)
-        return 0;
+        return;
     size_t es = pr->bf16 ? 2 : 4;
     int vec = al16(logits) && (!d || al16(d)) && (size_t)ld * es % 16 == 0;
     float *z = (float *)lse, sc = (float)scale;
@@ -148,26 +149,21 @@ static double xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev 
     else
         k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (float *)d, (const float *)logits, labels, V, ld, sc, vec);
     LAUNCHED("k_xent_rows");
-    k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, pr->dres + RED_PARTS);
+    k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, (double *)loss, (double *)correct);
     LAUNCHED("k_sum2");
-    if (pr->err || fetch_res(pr, RED_PARTS, 2))
-        return 0;
-    if (correct)
-        *correct = (int64_t)llround(pr->hres[1]);
-    return pr->hres[0];
 }
 
-double cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                   const int32_t *labels, int M, int V, int ld, int64_t *correct)
+void cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                 int M, int V, int ld, tupe_dev *loss, tupe_dev *correct)
 {
-    return xent_rows(PR(be), lse, NULL, logits, labels, M, V, ld, 0, correct);
+    xent_rows(PR(be), lse, NULL, logits, labels, M, V, ld, 0, loss, correct);
 }
 
-double cu_xent_fused(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                     const int32_t *labels, int M, int V, int ld, double scale,
-                     int64_t *correct)
+void cu_xent_fused(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                   const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                   tupe_dev *correct)
 {
-    return xent_rows(PR(be), NULL, dlogits, logits, labels, M, V, ld, scale, correct);
+    xent_rows(PR(be), NULL, dlogits, logits, labels, M, V, ld, scale, loss, correct);
 }
 
 /* xent_g at flat element x of rows of ld; in place allowed. */
@@ -225,6 +221,7 @@ void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
     LAUNCHED("k_xent_bwd");
 }
 
+/* *out += the summed squared error (a step's sum stays on the device) */
 template <class T> __global__ void k_mse(const T *p, const float *t, int M, double *out)
 {
     __shared__ double sh[32];
@@ -235,24 +232,22 @@ template <class T> __global__ void k_mse(const T *p, const float *t, int M, doub
     }
     double tot = block_sum_d(s, sh);
     if (threadIdx.x == 0)
-        out[0] = tot;
+        *out += tot;
 }
 
-double cu_mse_fwd(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M)
+void cu_mse_fwd(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,
+                tupe_dev *loss)
 {
     cu_priv *pr = PR(be);
     if (pr->err || M <= 0)
-        return 0;
+        return;
     if (pr->bf16)
         k_mse<bf16><<<1, BS, 0, pr->s>>>((const bf16 *)pred, (const float *)target, M,
-                                         pr->dres + RED_PARTS);
+                                         (double *)loss);
     else
         k_mse<float><<<1, BS, 0, pr->s>>>((const float *)pred, (const float *)target, M,
-                                          pr->dres + RED_PARTS);
+                                          (double *)loss);
     LAUNCHED("k_mse");
-    if (pr->err || fetch_res(pr, RED_PARTS, 1))
-        return 0;
-    return pr->hres[0];
 }
 
 template <class T>

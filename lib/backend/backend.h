@@ -200,10 +200,13 @@ struct tupe_backend {
                          int M, int D);
     /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Row m starts at
      * logits + m * ld (ld >= V: the masked-LM head's rows are padded, model/params.h); columns
-     * [V, ld) are never read. Returns the summed loss (natural log); *correct counts rows
-     * whose first maximal logit is the label. */
-    double (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                       const int32_t *labels, int M, int V, int ld, int64_t *correct);
+     * [V, ld) are never read. Adds the summed loss (natural log) to *loss and the number of
+     * rows whose first maximal logit is the label to *correct (NULL: not counted): device
+     * doubles (TUPE_DBL), so that a step's scalars stay on the device until the host reads
+     * them, once per logging interval (no wait here). */
+    void (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
+                     const int32_t *labels, int M, int V, int ld, tupe_dev *loss,
+                     tupe_dev *correct);
     /* dlogits = scale (softmax(logits) - onehot) over columns [0, V) of rows of ld, and 0 in
      * columns [V, ld) (so that the products of the backward pass may run over ld columns); may
      * be computed in place (dlogits == logits). */
@@ -211,14 +214,16 @@ struct tupe_backend {
                      const tupe_dev *lse, const int32_t *labels, int M, int V, int ld,
                      double scale);
     /* xent_fwd and xent_bwd of one training step in one pass over each row, the fused
-     * classifier: the loss returned and *correct counted as xent_fwd's, and dlogits as
-     * xent_bwd's (pad columns 0), with no lse kept; dlogits may be logits, which are then
-     * replaced by their gradient. Results the same as xent_fwd's then xent_bwd's. */
-    double (*xent_fused)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                         const int32_t *labels, int M, int V, int ld, double scale,
-                         int64_t *correct);
-    /* Summed squared error of pred[M] against target[M] (wide); and dpred = scale 2 (pred - target). */
-    double (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M);
+     * classifier: *loss and *correct added to as xent_fwd's, and dlogits as xent_bwd's (pad
+     * columns 0), with no lse kept; dlogits may be logits, which are then replaced by their
+     * gradient. Results the same as xent_fwd's then xent_bwd's. */
+    void (*xent_fused)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                       const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                       tupe_dev *correct);
+    /* Adds the summed squared error of pred[M] against target[M] (wide) to *loss (a device
+     * double, as above); and dpred = scale 2 (pred - target). */
+    void (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,
+                    tupe_dev *loss);
     void (*mse_bwd)(tupe_backend *be, tupe_dev *dpred, const tupe_dev *pred,
                     const tupe_dev *target, int M, double scale);
 
@@ -236,6 +241,10 @@ struct tupe_backend {
 
 /* Transfer flag: the device buffer is wide (upload, download). */
 #define TUPE_WIDE 0x100
+/* Transfer type: the device buffer holds doubles on every backend (a step's scalars: loss sums,
+ * counts, the gradient's sum of squares), copied as they are; host_dtype TUPE_DBL alone. Such a
+ * buffer is zeroed with zero(be, x, k * tupe_dbl_reals(be)) for k doubles. */
+#define TUPE_DBL 0x200
 
 /* "cpu" (fp32), "cpu64" (double precision, for gradient checks), "cuda" (fp32 on the GPU) or
  * "cuda-bf16" (bf16 mixed precision); "auto" is "cuda" when this build has the CUDA backend
@@ -267,6 +276,18 @@ int tupe_backend_local_gpu(void);
 static inline tupe_dev *tupe_dev_at(const tupe_backend *be, const tupe_dev *p, size_t n)
 {
     return p ? (tupe_dev *)((char *)p + n * (size_t)be->esize) : NULL;
+}
+
+/* p + n doubles (TUPE_DBL buffers). */
+static inline tupe_dev *tupe_dev_dat(const tupe_dev *p, size_t n)
+{
+    return p ? (tupe_dev *)((char *)p + n * sizeof(double)) : NULL;
+}
+
+/* Real elements of one double: what zero() is given per double of a TUPE_DBL buffer. */
+static inline size_t tupe_dbl_reals(const tupe_backend *be)
+{
+    return sizeof(double) / (size_t)be->esize;
 }
 
 /* p + n wide elements. */

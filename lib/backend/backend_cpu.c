@@ -210,8 +210,8 @@ static void R(upload)(tupe_backend *be, tupe_dev *dst, const void *src, size_t n
 {
     (void)be;
     dt &= ~TUPE_WIDE; /* wide buffers are real ones here (wsize == esize) */
-    if (dt == TUPE_I32) {
-        memcpy(dst, src, n * 4);
+    if (dt == TUPE_I32 || dt == TUPE_DBL) {
+        memcpy(dst, src, n * (dt == TUPE_DBL ? sizeof(double) : 4));
         return;
     }
     real *d = (real *)dst;
@@ -232,8 +232,8 @@ static void R(download)(tupe_backend *be, void *dst, const tupe_dev *src, size_t
 {
     (void)be;
     dt &= ~TUPE_WIDE;
-    if (dt == TUPE_I32) {
-        memcpy(dst, src, n * 4);
+    if (dt == TUPE_I32 || dt == TUPE_DBL) {
+        memcpy(dst, src, n * (dt == TUPE_DBL ? sizeof(double) : 4));
         return;
     }
     const real *s = (const real *)src;
@@ -1110,11 +1110,11 @@ static inline void R(xent_grad_row)(real *o, const real *l, real z, int label, i
 
 /* xent_fwd, and with d the fused classifier: each row's gradient made while the row is in
  * cache. The rows' losses are summed in row order. */
-static double R(xent_rows)(tupe_backend *be, real *lse, real *d, const real *lg,
-                           const int32_t *labels, int M, int V, int ld, double scale,
-                           int64_t *correct)
+static void R(xent_rows)(tupe_backend *be, real *lse, real *d, const real *lg,
+                         const int32_t *labels, int M, int V, int ld, double scale,
+                         tupe_dev *loss, tupe_dev *correct)
 {
-    double *loss = malloc((size_t)(M > 0 ? M : 1) * sizeof *loss), total = 0;
+    double *rows = malloc((size_t)(M > 0 ? M : 1) * sizeof *rows);
     int64_t ok = 0;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static) reduction(+ : ok)
     for (int m = 0; m < M; m++) {
@@ -1124,32 +1124,34 @@ static double R(xent_rows)(tupe_backend *be, real *lse, real *d, const real *lg,
         if (lse)
             lse[m] = z;
         ok += arg == labels[m];
-        if (loss)
-            loss[m] = (double)z - (double)l[labels[m]];
+        if (rows)
+            rows[m] = (double)z - (double)l[labels[m]];
         if (d)
             R(xent_grad_row)(d + (size_t)m * ld, l, z, labels[m], V, ld, (real)scale);
     }
-    for (int m = 0; loss && m < M; m++)
-        total += loss[m];
-    free(loss);
+    double total = rows ? 0 : NAN; /* out of memory: a loss that shows it */
+    for (int m = 0; rows && m < M; m++)
+        total += rows[m];
+    free(rows);
+    /* the "device" doubles are host memory here */
+    *(double *)loss += total;
     if (correct)
-        *correct = ok;
-    return loss ? total : NAN; /* out of memory: a loss that shows it */
+        *(double *)correct += (double)ok;
 }
 
-static double R(xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                          const int32_t *labels, int M, int V, int ld, int64_t *correct)
+static void R(xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
+                        const int32_t *labels, int M, int V, int ld, tupe_dev *loss,
+                        tupe_dev *correct)
 {
-    return R(xent_rows)(be, (real *)lse, NULL, (const real *)logits, labels, M, V, ld, 0,
-                        correct);
+    R(xent_rows)(be, (real *)lse, NULL, (const real *)logits, labels, M, V, ld, 0, loss, correct);
 }
 
-static double R(xent_fused)(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
-                            const int32_t *labels, int M, int V, int ld, double scale,
-                            int64_t *correct)
+static void R(xent_fused)(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
+                          const int32_t *labels, int M, int V, int ld, double scale,
+                          tupe_dev *loss, tupe_dev *correct)
 {
-    return R(xent_rows)(be, NULL, (real *)d, (const real *)logits, labels, M, V, ld, scale,
-                        correct);
+    R(xent_rows)(be, NULL, (real *)d, (const real *)logits, labels, M, V, ld, scale, loss,
+                 correct);
 }
 
 static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
@@ -1164,7 +1166,8 @@ static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
                          (real)scale);
 }
 
-static double R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev *target_, int M)
+static void R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev *target_, int M,
+                       tupe_dev *loss)
 {
     (void)be;
     const real *p = (const real *)pred_, *t = (const real *)target_;
@@ -1173,7 +1176,7 @@ static double R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev
         double e = (double)p[m] - (double)t[m];
         s += e * e;
     }
-    return s;
+    *(double *)loss += s;
 }
 
 static void R(mse_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *pred_,

@@ -7,8 +7,8 @@
  *   cuda-bf16  bf16 real buffers, fp32 wide buffers and accumulation (backend.h)
  *
  * Every operation is queued on one CUDA stream and returns at once; the host waits only where
- * a value comes back (download, sumsq, xent_fwd, mse_fwd), after an upload (so that the host
- * buffer is free again) and when a scratch buffer grows. Results are deterministic: reductions run in a fixed order, and scatters into
+ * a value comes back (download, sumsq; the losses of xent_fwd and mse_fwd stay in device
+ * doubles until downloaded), after a large upload and when a scratch buffer grows. Results are deterministic: reductions run in a fixed order, and scatters into
  * embedding rows are sorted by row rather than done with floating-point atomics. */
 #ifndef TUPE_BACKEND_CUDA_H
 #define TUPE_BACKEND_CUDA_H
@@ -114,12 +114,13 @@ int tupe_backend_cuda_comm_join(tupe_backend *be, tupe_err *e);
 /* The step's scalars (train/comm.h, tupe_comm_dev_sums), on the device: the sums of squares of
  * each run of `run` elements of x within this rank's ranges [r[2i], r[2i+1]) (multiples of
  * run), zeros for the other runs of [0, n), and the nvals values (each given by one rank,
- * zeros on the others), summed over the ranks by one NCCL all-reduce of doubles (exact: one
- * term of each is not zero), the runs' sums added by tupe_tree_sum_d's tree into *sumsq; vals
+ * zeros on the others; the first ndv of them the device doubles dvals, the others the host's
+ * vals[ndv..nvals)), summed over the ranks by one NCCL all-reduce of doubles (exact: one term
+ * of each is not zero), the runs' sums added by tupe_tree_sum_d's tree into *sumsq; vals
  * become their sums. Without an NCCL link (one GPU) the same without the all-reduce. */
 int tupe_backend_cuda_sums(tupe_backend *be, const tupe_dev *x, const size_t *ranges,
-                           size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
-                           double *sumsq, tupe_err *e);
+                           size_t nranges, size_t n, size_t run, const tupe_dev *dvals,
+                           size_t ndv, double *vals, size_t nvals, double *sumsq, tupe_err *e);
 int tupe_backend_cuda_comm_wait(tupe_backend *be, tupe_err *e);
 /* _mark records mark i after the collectives queued so far; _after makes the compute stream's
  * later work wait for mark i (the last record of it; none: no wait). */

@@ -400,6 +400,66 @@ static int predict_set(ftctx *x, const exset *s, int batch, int *labels, double 
     return rc;
 }
 
+/* ---- the training loss ----------------------------------------------------------------------- */
+
+/* The training loss of each step since the last metrics line, left on the device by the
+ * forward passes (model.h's sums; no host wait per step) and read at that line. */
+typedef struct steplosses {
+    tupe_backend *be;
+    tupe_dev *d;        /* TUPE_NSUMS * cap doubles: sum k of step i at k * cap + i */
+    double *norm;       /* each step's divisor of its summed loss */
+    int cap, n;
+} steplosses;
+
+static int sl_open(steplosses *sl, tupe_backend *be, int cap, tupe_err *e)
+{
+    sl->be = be;
+    sl->cap = cap;
+    sl->n = 0;
+    sl->d = be->alloc(be, (size_t)TUPE_NSUMS * (size_t)cap * sizeof(double));
+    sl->norm = malloc((size_t)cap * sizeof *sl->norm);
+    return sl->d && sl->norm ? 0 : tupe_fail(e, TUPE_EFAIL, "out of memory for the step losses");
+}
+
+static void sl_close(steplosses *sl)
+{
+    if (sl->d)
+        sl->be->free(sl->be, sl->d);
+    free(sl->norm);
+}
+
+/* Step i since the last read: its forward pass's sums go to slot i. */
+static void sl_target(steplosses *sl, tupe_model *m)
+{
+    tupe_model_sums_target(m, tupe_dev_dat(sl->d, (size_t)sl->n), (size_t)sl->cap);
+}
+
+/* The mean loss of the steps since the last read (each step's summed loss over its divisor,
+ * added in step order), and the first step (1-based, counted back from `step`, the last) whose
+ * loss is not finite, or 0; the slots zeroed for the next interval. */
+static int sl_read(steplosses *sl, int64_t step, double *mean, int64_t *bad, tupe_err *e)
+{
+    tupe_backend *be = sl->be;
+    double *h = malloc((size_t)sl->n * sizeof *h + 1);
+    if (!h)
+        return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    be->download(be, h, sl->d, (size_t)sl->n, TUPE_DBL);
+    be->zero(be, sl->d, (size_t)sl->n * tupe_dbl_reals(be));
+    int rc = be->check ? be->check(be, e) : 0;
+    double acc = 0;
+    *bad = 0;
+    for (int i = 0; i < sl->n && !rc; i++) {
+        double l = h[i] / sl->norm[i];
+        if (!isfinite(l) && !*bad)
+            *bad = step - sl->n + 1 + i;
+        acc += l;
+    }
+    *mean = sl->n ? acc / (double)sl->n : 0;
+    sl->n = 0;
+    free(h);
+    return rc;
+}
+
 /* ---- dev evaluation ------------------------------------------------------------------------------ */
 
 typedef struct devsets {
@@ -588,6 +648,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
     tupe_rundir *rdir = NULL;
     tupe_err end_err;
     size_t *order = NULL;
+    steplosses sl = {NULL, NULL, NULL, 0, 0};
     json_t *settings = NULL;
     int rc;
     tupe_rundir_spec where = {o->out, &tupe_run_finetune, 0, o->tensorboard, o->no_tensorboard,
@@ -627,8 +688,9 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
         "batch %d, %d epochs (%lld steps, %lld warmup), seed %llu", t->name, n,
         dev.ex[0].n, recipe_name(o->recipe), o->lr, o->batch, o->epochs,
         (long long)total, (long long)warm, (unsigned long long)o->seed);
-    double loss_acc = 0;
-    int64_t nl = 0, step = 0;
+    int64_t step = 0;
+    if ((rc = sl_open(&sl, be, (int)eval_every, e)))
+        goto out;
     for (int ep = 0; ep < o->epochs && !rc; ep++) {
         for (size_t i = 0; i < n; i++)
             order[i] = i;
@@ -645,19 +707,30 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
             tupe_step ts = {o->seed, (uint32_t)step};
             tupe_fwd_out fo;
             tupe_model_zero_grad(x.m);
-            if ((rc = tupe_model_forward(x.m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(x.m, e)))
+            sl_target(&sl, x.m);
+            rc = tupe_model_forward(x.m, &b, &ts, &fo, e);
+            tupe_model_sums_target(x.m, NULL, 0); /* the evaluations read their own */
+            if (rc || (rc = tupe_model_backward(x.m, e)))
                 break;
+            sl.norm[sl.n++] = fo.norm;
             double norm = tupe_grad_norm(x.m);
-            if (!isfinite(fo.loss) || !isfinite(norm)) {
-                rc = tupe_fail(e, TUPE_EFAIL, "%s: step %lld: non-finite loss or gradient (loss %g); "
-                               "try a lower --lr", t->name, (long long)step, fo.loss);
+            if (!isfinite(norm)) {
+                rc = tupe_fail(e, TUPE_EFAIL, "%s: step %lld: non-finite gradient (norm %g); "
+                               "try a lower --lr", t->name, (long long)step, norm);
                 break;
             }
             tupe_adamw_step(opt, tupe_lr_at(&sched, step), norm);
             tupe_progress_set(&pr, (uint64_t)step);
-            loss_acc += fo.loss;
-            nl++;
             if ((s + 1) % eval_every == 0 || s + 1 == spe) {
+                double mean = 0;
+                int64_t bad = 0;
+                if ((rc = sl_read(&sl, step, &mean, &bad, e)))
+                    break;
+                if (bad) {
+                    rc = tupe_fail(e, TUPE_EFAIL, "%s: step %lld: non-finite loss; try a lower "
+                                   "--lr", t->name, (long long)bad);
+                    break;
+                }
                 tupe_ft_scores sc;
                 if ((rc = evaluate(&x, &dev, o->batch, &sc, e)))
                     break;
@@ -666,7 +739,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 json_t *line = json_object();
                 json_object_set_new(line, "step", json_integer(step));
                 json_object_set_new(line, "epoch", json_real(sc.epoch));
-                json_object_set_new(line, "train_loss", json_real(loss_acc / (double)nl));
+                json_object_set_new(line, "train_loss", json_real(mean));
                 json_object_set_new(line, "lr", json_real(tupe_lr_at(&sched, step)));
                 json_object_set_new(line, "dev", scores_json(&sc));
                 char *js = json_dumps(line, JSON_COMPACT);
@@ -677,9 +750,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
                 char scores[256];
                 format_scores(scores, sizeof scores, &sc);
                 say(o, &pr, TUPE_NOTE_STATUS, "epoch %.2f  step %lld  loss %.4f  dev: %s%s", sc.epoch,
-                    (long long)step, loss_acc / (double)nl, scores, improved ? "  (best)" : "");
-                loss_acc = 0;
-                nl = 0;
+                    (long long)step, mean, scores, improved ? "  (best)" : "");
                 if (improved) {
                     *best = sc;
                     char dir[4200];
@@ -724,6 +795,7 @@ out:
         rc = e->code;
     }
     free(order);
+    sl_close(&sl);
     tupe_adamw_free(opt);
     dev_free(&dev);
     exset_free(&tr);

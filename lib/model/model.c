@@ -54,6 +54,10 @@ struct tupe_model {
      * row is zero, so that the binary loss is the 2-class cross-entropy of logits (0, z) */
     tupe_dev *rtd_W, *rtd_Bv, *rtd_dW, *rtd_dB, *i_rpos, *i_rlab;
     int R;                  /* non-padding rows of the last forward pass (rtd_head) */
+    /* the forward passes' sums (TUPE_SUM_*, device doubles): the caller's (sums_dst, sum k at
+     * k * sums_stride) or, with none, the model's own, read back after each pass */
+    tupe_dev *sums, *sums_dst;
+    size_t sums_stride;
     tupe_electra *pair;     /* an ELECTRA pair: the two networks over this model's buffers */
     int view;               /* parameters and gradients are the caller's (tupe_model_create_view) */
     /* the last forward pass */
@@ -131,6 +135,7 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     size_t E = (size_t)tupe_cfg_emb(c);
     if (!m->view)
         plan_r(m, &m->grads, m->flat);
+    plan(m, &m->sums, TUPE_NSUMS * sizeof(double));
     plan_i(m, &m->i_ids, N);
     plan_i(m, &m->i_types, N);
     plan_i(m, &m->i_len, Bc);
@@ -589,6 +594,18 @@ static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
     return 0;
 }
 
+void tupe_model_sums_target(tupe_model *m, tupe_dev *dst, size_t stride)
+{
+    if (m->pair) { /* the generator's sums, then the discriminator's (the RTD_ ones) */
+        tupe_model_sums_target(tupe_electra_generator(m->pair), dst, stride);
+        tupe_model_sums_target(tupe_electra_discriminator(m->pair),
+                               tupe_dev_dat(dst, TUPE_SUM_RTD_LOSS * stride), stride);
+        return;
+    }
+    m->sums_dst = dst;
+    m->sums_stride = stride;
+}
+
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, tupe_fwd_out *out,
                        tupe_err *e)
 {
@@ -664,6 +681,12 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     tupe_dev *top = m->hs[c->num_layers];
     tupe_fwd_out r;
     memset(&r, 0, sizeof r);
+    /* the losses add into device doubles: the caller's, or ours, zeroed and read back below */
+    tupe_dev *sums = m->sums_dst ? m->sums_dst : m->sums;
+    size_t ss = m->sums_dst ? m->sums_stride : 1;
+    tupe_dev *s_loss = sums, *s_ok = tupe_dev_dat(sums, TUPE_SUM_CORRECT * ss);
+    if (!m->sums_dst)
+        be->zero(be, m->sums, TUPE_NSUMS * tupe_dbl_reals(be));
     if (c->rtd_head) {
         /* every non-padding position, in order */
         int32_t *rp = malloc((size_t)N * 2 * sizeof *rp);
@@ -687,8 +710,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
         be->add(be, AT(m->rtd_Bv, 1), PAR(y->rtd_out_b), 1, 0);
         be->linear_fwd(be, m->logits, NULL, m->hg, m->rtd_W, m->rtd_Bv, R, D, 2, TUPE_ACT_NONE,
                        NULL);
-        r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2, 2,
-                                  &r.correct);
+        be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2, 2, s_loss, s_ok);
     } else if (c->num_labels == 0) {
         int M = b->M;
         r.count = M;
@@ -708,11 +730,11 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                 /* the fused classifier: one pass over the logits for the loss and for its
                  * gradient, which replaces them (a probe computes them again) */
                 double norm = b->loss_norm > 0 ? b->loss_norm : (double)M; /* m->norm below */
-                r.loss_sum = be->xent_fused(be, m->logits, m->logits, lab, M, V, y->vpad,
-                                            1.0 / norm, &r.correct);
+                be->xent_fused(be, m->logits, m->logits, lab, M, V, y->vpad, 1.0 / norm, s_loss,
+                               s_ok);
                 m->logits_grad = 1;
             } else {
-                r.loss_sum = be->xent_fwd(be, m->lse, m->logits, lab, M, V, y->vpad, &r.correct);
+                be->xent_fwd(be, m->lse, m->logits, lab, M, V, y->vpad, s_loss, s_ok);
             }
         }
     } else {
@@ -733,17 +755,24 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                        TUPE_ACT_NONE, NULL);
         if (C == 1) {
             be->upload(be, m->targets, b->targets, (size_t)B, TUPE_F32 | TUPE_WIDE);
-            r.loss_sum = be->mse_fwd(be, m->logits, m->targets, B);
+            be->mse_fwd(be, m->logits, m->targets, B, s_loss);
         } else {
             be->upload(be, m->i_labels, b->labels, (size_t)B, TUPE_I32);
-            r.loss_sum = be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_labels, B, C,
-                                      C, &r.correct);
+            be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_labels, B, C, C, s_loss,
+                         s_ok);
         }
     }
     m->norm = b->loss_norm > 0 ? b->loss_norm : (r.count > 0 ? (double)r.count : 1.0);
-    r.loss = r.loss_sum / m->norm;
-    if (be->check && (rc = be->check(be, e)))
-        return rc;
+    r.norm = m->norm;
+    if (!m->sums_dst) { /* the one host wait of such a pass */
+        double h[2];
+        be->download(be, h, m->sums, 2, TUPE_DBL);
+        r.loss_sum = h[0];
+        r.correct = (int64_t)llround(h[1]);
+        r.loss = r.loss_sum / m->norm;
+        if (be->check && (rc = be->check(be, e)))
+            return rc;
+    }
     m->have_fwd = 1;
     if (out)
         *out = r;

@@ -78,6 +78,7 @@ typedef struct tupe_fwd_out {
     double loss_sum;            /* summed natural-log cross-entropy (or squared error) */
     int64_t correct;            /* predictions equal to the label (MLM and classification) */
     int64_t count;              /* M, or B for the heads (the non-padding tokens for rtd_head) */
+    double norm;                /* the divisor of loss_sum: the batch's loss_norm, else count */
     /* an ELECTRA pair: loss = MLM + rtd_weight * RTD; loss_sum, correct and count above are
      * the generator's; below, the discriminator's summed loss, its correct predictions over
      * rtd_count non-padding tokens, and how many of them were replaced */
@@ -157,10 +158,23 @@ int tupe_model_get_grad(tupe_model *m, const char *name, float *dst, size_t n, t
 int tupe_model_set_f64(tupe_model *m, const char *name, const double *src, size_t n, tupe_err *e);
 int tupe_model_get_grad_f64(tupe_model *m, const char *name, double *dst, size_t n, tupe_err *e);
 
+/* A forward pass's sums (issue 28's P5: a step's scalars stay on the device): device doubles
+ * (backend.h's TUPE_DBL) that the losses add into, read by the host once per logging interval.
+ * An ELECTRA pair: the generator's loss and correct predictions, then the discriminator's. */
+enum { TUPE_SUM_LOSS = 0, TUPE_SUM_CORRECT, TUPE_SUM_RTD_LOSS, TUPE_SUM_RTD_CORRECT, TUPE_NSUMS };
+/* Where the next forward passes add their sums: sum k at dst + k * stride doubles (the caller
+ * zeroes them). With a target, a pass queues its work and returns without waiting for the
+ * device: out's loss, loss_sum, correct, rtd_loss_sum and rtd_correct are 0 (the counts are
+ * there; device errors come with the caller's next read). dst NULL (the default): each pass
+ * reads its own sums back into out (one host wait). */
+void tupe_model_sums_target(tupe_model *m, tupe_dev *dst, size_t stride);
+
 /* Forward pass and loss. Errors (TUPE_EDATA) name what is wrong with the batch. */
 int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *step,
                        tupe_fwd_out *out, tupe_err *e);
-/* Gradients of the last forward pass's loss, added into tupe_model_grads. */
+/* Gradients of the last forward pass's loss, added into tupe_model_grads. The work is queued:
+ * device errors come with the next read (a download, a forward pass without a sums target,
+ * the backend's check). */
 int tupe_model_backward(tupe_model *m, tupe_err *e);
 
 /* What the last forward pass computed, for inspection (tupe-attnviz, tests). */

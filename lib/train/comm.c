@@ -956,13 +956,14 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
 }
 
 int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const size_t *ranges,
-                       size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
-                       double *sumsq, tupe_err *e)
+                       size_t nranges, size_t n, size_t run, const tupe_dev *dvals, size_t ndv,
+                       double *vals, size_t nvals, double *sumsq, tupe_err *e)
 {
     *sumsq = 0;
 #if defined(TUPE_HAVE_CUDA)
     if (c->path != PATH_HOST && tupe_backend_cuda_device(be) >= 0)
-        return tupe_backend_cuda_sums(be, x, ranges, nranges, n, run, vals, nvals, sumsq, e);
+        return tupe_backend_cuda_sums(be, x, ranges, nranges, n, run, dvals, ndv, vals, nvals,
+                                      sumsq, e);
 #endif
     size_t np = (n + run - 1) / run, k = np + nvals;
     if (np > INT_MAX)
@@ -979,8 +980,10 @@ int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const 
     for (size_t r = 0; r < nranges; r++)
         be->sumsq_parts(be, tupe_dev_at(be, x, ranges[2 * r]), ranges[2 * r + 1] - ranges[2 * r],
                         run, p + ranges[2 * r] / run);
-    if (nvals)
-        memcpy(p + np, vals, nvals * sizeof *p);
+    if (ndv)
+        be->download(be, p + np, dvals, ndv, TUPE_DBL);
+    if (nvals > ndv)
+        memcpy(p + np + ndv, vals + ndv, (nvals - ndv) * sizeof *p);
     int rc = be->check ? be->check(be, e) : 0;
     if (!rc && (rc = tupe_comm_allreduce_f64(c, p, k, e)) == 0) {
         if (nvals)

@@ -117,12 +117,14 @@ int tupe_comm_dev_gather(tupe_comm *c, tupe_backend *be, tupe_dev *buf, size_t p
  * order below 2^53). The sums of squares of x's runs
  * of `run` elements are added by tupe_tree_sum_d's tree (backend/pointwise.h) into *sumsq:
  * the same bits on any number of ranks and paths, on one device kind; vals become their sums
- * over the ranks, exactly. On GPUs (one, or NCCL) the device sums the runs and NCCL adds both
+ * over the ranks, exactly. The first ndv values are device doubles (backend.h's
+ * TUPE_DBL) at dvals, the step's losses as the forward passes left them (model.h), the others
+ * the host's vals[ndv..nvals); all nvals come back in vals. On GPUs (one, or NCCL) the device sums the runs and NCCL adds both
  * in one all-reduce of doubles, and the host reads nvals + 1 doubles; through host copies, the
  * runs' sums travel as the host collectives do. */
 int tupe_comm_dev_sums(tupe_comm *c, tupe_backend *be, const tupe_dev *x, const size_t *ranges,
-                       size_t nranges, size_t n, size_t run, double *vals, size_t nvals,
-                       double *sumsq, tupe_err *e);
+                       size_t nranges, size_t n, size_t run, const tupe_dev *dvals, size_t ndv,
+                       double *vals, size_t nvals, double *sumsq, tupe_err *e);
 /* The backend's later work waits for the collectives queued so far. */
 int tupe_comm_dev_join(tupe_comm *c, tupe_backend *be, tupe_err *e);
 /* Mark i: _mark names the collectives queued so far, _after makes the backend's later work wait

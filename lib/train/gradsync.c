@@ -257,7 +257,8 @@ int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e)
     return 0;
 }
 
-int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *norm, tupe_err *e)
+int tupe_gradsync_finish(tupe_gradsync *g, const tupe_dev *dvals, size_t ndv, double *vals,
+                         size_t nvals, double *norm, tupe_err *e)
 {
     tupe_backend *be = g->be;
     int rc = 0;
@@ -271,7 +272,7 @@ int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *n
     /* every rank its pieces, sharded or not: each run's sum from one rank, exact */
     double s = 0;
     if ((rc = tupe_comm_dev_sums(g->c, be, tupe_model_grads(g->m), g->pieces, (size_t)g->nb,
-                                 g->flat, TUPE_GRADSYNC_RUN, vals, nvals, &s, e)))
+                                 g->flat, TUPE_GRADSYNC_RUN, dvals, ndv, vals, nvals, &s, e)))
         return rc;
     *norm = sqrt(s);
     return 0;

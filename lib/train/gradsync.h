@@ -69,11 +69,14 @@ int tupe_gradsync_buckets(const tupe_gradsync *g);
  * its gradient is zero), tupe_gradsync_end. Then tupe_gradsync_finish: the summed gradient
  * (this rank's pieces of it under ZeRO-1) is in tupe_model_grads, *norm its norm, and the nvals
  * values of vals (each given by one rank, zeros on the others: the micro-batches' losses; or
- * integers: the next step's counts) their sums over the ranks; then the optimizer; then tupe_gradsync_share. */
+ * integers: the next step's counts) their sums over the ranks, the first ndv of them given as
+ * device doubles at dvals (the losses the forward passes left there, model.h), the others in
+ * vals[ndv..nvals); then the optimizer; then tupe_gradsync_share. */
 int tupe_gradsync_order(const tupe_gradsync *g, int i);
 int tupe_gradsync_begin(tupe_gradsync *g, int i, tupe_err *e);
 int tupe_gradsync_end(tupe_gradsync *g, int i, tupe_err *e);
-int tupe_gradsync_finish(tupe_gradsync *g, double *vals, size_t nvals, double *norm, tupe_err *e);
+int tupe_gradsync_finish(tupe_gradsync *g, const tupe_dev *dvals, size_t ndv, double *vals,
+                         size_t nvals, double *norm, tupe_err *e);
 /* Queues the gathers (ZeRO-1); they are waited for by the forward passes that need them, by
  * the next tupe_gradsync_finish, and by tupe_gradsync_gather_state. Anything else that reads
  * the parameters first calls tupe_gradsync_join. */

@@ -371,14 +371,22 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
     int64_t mine = n > s ? (int64_t)((n - s + (uint64_t)r->world - 1) / (uint64_t)r->world) : 0;
     double sums[7] = {0}; /* loss, correct, masked; ELECTRA: rtd loss, correct, tokens, replaced */
     uint64_t seqs = 0;
+    /* the passes' losses and correct predictions add up on the device, read at the end */
+    tupe_backend *be = tupe_model_backend(r->m);
+    tupe_dev *dsum = be->alloc(be, TUPE_NSUMS * sizeof(double));
+    if (!dsum) {
+        tupe_shardr_close(rd);
+        return tupe_fail(e, TUPE_EFAIL, "out of device memory for the validation's sums");
+    }
+    tupe_model_sums_target(r->m, dsum, 1);
     rtd_probe probe = {NULL, NULL, 0, 0, NULL};
     for (int64_t done = 0; done < mine;) {
         int want = (int)(mine - done < r->mb ? mine - done : r->mb);
         int64_t masked = 0, tokens = 0;
         int got = read_masked(r, rd, TUPE_MASK_EVAL_EPOCH, want, &masked, &tokens, e);
         if (got < 0) {
-            tupe_shardr_close(rd);
-            return e->code;
+            rc = e->code;
+            break;
         }
         if (got == 0)
             break;
@@ -387,28 +395,33 @@ static int evaluate(run *r, int64_t limit, tupe_eval_result *res, tupe_err *e)
         b.noise_step = TUPE_MASK_EVAL_EPOCH; /* fixed noise: comparable across checkpoints */
         if (b.M > 0 || r->electra) {
             tupe_fwd_out out;
-            if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e))) {
-                tupe_shardr_close(rd);
-                return rc;
-            }
-            sums[0] += out.loss_sum;
-            sums[1] += (double)out.correct;
+            if ((rc = tupe_model_forward(r->m, &b, NULL, &out, e)))
+                break;
             sums[2] += (double)out.count;
-            sums[3] += out.rtd_loss_sum;
-            sums[4] += (double)out.rtd_correct;
             sums[5] += (double)out.rtd_count;
             sums[6] += (double)out.rtd_replaced;
             if ((nb && (rc = bucket_losses(r, &b, w, bsums, e))) ||
-                (r->electra && (rc = rtd_collect(r, &b, &probe, e)))) {
-                tupe_shardr_close(rd);
-                free(probe.sc), free(probe.lb), free(probe.buf);
-                return rc;
-            }
+                (r->electra && (rc = rtd_collect(r, &b, &probe, e))))
+                break;
         }
         seqs += (uint64_t)got;
         done += got;
     }
     tupe_shardr_close(rd);
+    tupe_model_sums_target(r->m, NULL, 0);
+    double ds[TUPE_NSUMS];
+    be->download(be, ds, dsum, TUPE_NSUMS, TUPE_DBL);
+    be->free(be, dsum);
+    if (!rc && be->check)
+        rc = be->check(be, e);
+    if (rc) {
+        free(probe.sc), free(probe.lb), free(probe.buf);
+        return rc;
+    }
+    sums[0] = ds[TUPE_SUM_LOSS];
+    sums[1] = ds[TUPE_SUM_CORRECT];
+    sums[3] = ds[TUPE_SUM_RTD_LOSS];
+    sums[4] = ds[TUPE_SUM_RTD_CORRECT];
     if ((rc = tupe_comm_allreduce_f64(r->comm, sums, 7, e)) ||
         (rc = tupe_comm_allreduce_u64(r->comm, &seqs, 1, e)) ||
         (nb && (rc = tupe_comm_allreduce_f64(r->comm, bsums, (size_t)2 * nb, e))) ||
@@ -723,6 +736,7 @@ static void say(const run *r, int kind, const char *fmt, ...)
 #define NSUM 4
 
 /* A training run: the state shared with evaluation, and the loop's own. */
+
 typedef struct trainer {
     run r;
     tupe_shardr *rd;             /* the training split */
@@ -730,6 +744,9 @@ typedef struct trainer {
     tupe_gradsync *gs;           /* the gradient's sums over micro-batches and ranks */
     double *mloss;               /* the summed loss of each micro-batch of a step, all ranks';
                                     ELECTRA: then NSUM - 1 more such columns (sums[] below) */
+    tupe_dev *dml;               /* the same columns on the device (model.h's TUPE_SUM_*), where
+                                    the forward passes add them: read with the norm, once */
+    tupe_backend *be;
     double ex[4], ex_acc[4];     /* ELECTRA: the step's generator loss and accuracy,
                                     discriminator loss and accuracy; their sums since the
                                     last metrics line */
@@ -838,6 +855,11 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
                       sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    t->be = be;
+    t->dml = be->alloc(be, (size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM *
+                               sizeof(double));
+    if (!t->dml)
+        return tupe_fail(e, TUPE_EFAIL, "out of device memory for a step's sums");
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
     t->st = st;
     return 0;
@@ -1138,6 +1160,7 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
      * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
     int k = t->per_rank / r->mb, n = k * r->world;
     memset(t->mloss, 0, (size_t)n * NSUM * sizeof *t->mloss);
+    t->be->zero(t->be, t->dml, (size_t)n * NSUM * tupe_dbl_reals(t->be));
     for (int i = 0; i < k; i++) {
         int mi = tupe_gradsync_order(t->gs, i), j = r->slot + mi * r->world;
         tupe_batch b;
@@ -1150,13 +1173,10 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
             return rc;
         if (b.M > 0 || r->electra) { /* else nothing masked: no gradient */
             tupe_step ts = {o->seed, (uint32_t)step};
-            tupe_fwd_out fo;
-            if ((rc = tupe_model_forward(r->m, &b, &ts, &fo, e)) || (rc = tupe_model_backward(r->m, e)))
+            /* its sums into column j of the device's (no host wait) */
+            tupe_model_sums_target(r->m, tupe_dev_dat(t->dml, (size_t)j), (size_t)n);
+            if ((rc = tupe_model_forward(r->m, &b, &ts, NULL, e)) || (rc = tupe_model_backward(r->m, e)))
                 return rc;
-            t->mloss[j] = fo.loss_sum;
-            t->mloss[n + j] = (double)fo.correct;
-            t->mloss[2 * n + j] = fo.rtd_loss_sum;
-            t->mloss[3 * n + j] = (double)fo.rtd_correct;
         }
         if ((rc = tupe_gradsync_end(t->gs, i, e)))
             return rc;
@@ -1182,9 +1202,9 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     t->mloss[at] = (t->stop && *t->stop) ||
                    (o->stop_after > 0 && step - t->resume_step >= o->stop_after) ||
                    (r->rank == 0 && o->max_time > 0 && tupe_now() - t->t_start >= o->max_time);
-    /* the micro-batches' losses (ELECTRA: NSUM columns of them): each from one rank, summed
-     * over the ranks with the norm, then added by the gradient's tree */
-    if ((rc = tupe_gradsync_finish(t->gs, t->mloss, at + 1, norm, e)))
+    /* the micro-batches' losses (ELECTRA: NSUM columns of them; on the device): each from one
+     * rank, summed over the ranks with the norm, then added by the gradient's tree */
+    if ((rc = tupe_gradsync_finish(t->gs, t->dml, nv, t->mloss, at + 1, norm, e)))
         return rc;
     t->leave = t->mloss[at] > 0;
     if (ahead) {
@@ -1400,6 +1420,8 @@ int tupe_pretrain_run(const tupe_pretrain_opts *o, tupe_comm *comm, tupe_backend
     tupe_adamw_free(t->opt);
     tupe_shardr_close(t->rd);
     free(t->mloss);
+    if (t->dml)
+        t->be->free(t->be, t->dml);
     free_run(&t->r);
     free(t);
     return rc;

@@ -239,25 +239,21 @@ static void w_scatter(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, cons
 {
     TIMED(P_SCATTER, 0, orig.scatter_rows(be, dst, src, idx, M, D));
 }
-static double w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
-                       int M, int V, int ld, int64_t *correct)
+static void w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                     int M, int V, int ld, tupe_dev *loss, tupe_dev *correct)
 {
-    double r = 0;
-    TIMED(P_XENT_F, 0, r = orig.xent_fwd(be, lse, logits, labels, M, V, ld, correct));
-    return r;
+    TIMED(P_XENT_F, 0, orig.xent_fwd(be, lse, logits, labels, M, V, ld, loss, correct));
 }
 static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, const tupe_dev *lse,
                      const int32_t *labels, int M, int V, int ld, double scale)
 {
     TIMED(P_XENT_B, 0, orig.xent_bwd(be, d, logits, lse, labels, M, V, ld, scale));
 }
-static double w_xent_fu(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
-                        const int32_t *labels, int M, int V, int ld, double scale,
-                        int64_t *correct)
+static void w_xent_fu(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
+                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                      tupe_dev *correct)
 {
-    double r = 0;
-    TIMED(P_XENT_FU, 0, r = orig.xent_fused(be, d, logits, labels, M, V, ld, scale, correct));
-    return r;
+    TIMED(P_XENT_FU, 0, orig.xent_fused(be, d, logits, labels, M, V, ld, scale, loss, correct));
 }
 static void w_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
                     tupe_dev *master, size_t n, const tupe_adamw_args *a)

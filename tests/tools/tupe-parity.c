@@ -117,6 +117,21 @@ static float *randv(const pair *P, size_t n, double a, int wide)
     return v;
 }
 
+/* n device doubles (TUPE_DBL) holding init */
+static buf mkd(pair *P, const double *init, size_t n)
+{
+    buf b = {{NULL, NULL}, n, 0};
+    for (int s = 0; s < 2; s++) {
+        tupe_backend *be = P->be[s];
+        if (!(b.d[s] = be->alloc(be, n * sizeof(double)))) {
+            fprintf(stderr, "tupe-parity: out of device memory\n");
+            exit(2);
+        }
+        be->upload(be, b.d[s], init, n, TUPE_DBL);
+    }
+    return b;
+}
+
 static buf mk(pair *P, size_t n, int wide, const float *init)
 {
     buf b = {{NULL, NULL}, n, wide};
@@ -741,6 +756,9 @@ static void ops_heads(pair *P, const shape *S)
      * whose pad columns hold values that would win the maximum, the argmax and the sum if a
      * kernel read them: every result the same, the gradient's pad columns 0 */
     int ldp = (V + 127) / 128 * 128 + (V % 128 == 0 ? 128 : 0);
+    /* the sums are added to device doubles that already hold something */
+    const double start[2] = {0.25, 3};
+    buf sl;
     for (int pass = 0; pass < 2; pass++) {
         int ld = pass ? ldp : V;
         const char *var = pass ? "padded-rows" : "";
@@ -755,21 +773,28 @@ static void ops_heads(pair *P, const shape *S)
                 row[v] = 50;
         }
         buf logits = mk(P, (size_t)M * ld, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
-        double loss[2];
-        int64_t ok[2];
-        BOTH(loss[s_] = be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, ld, &ok[s_]));
+        double got[2][2], loss[2], ok[2], floss[2], fok[2];
+        sl = mkd(P, start, 2);
+        BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, ld, D(sl), tupe_dev_dat(D(sl), 1)));
+        BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+        for (int k = 0; k < 2; k++)
+            loss[k] = got[k][0], ok[k] = got[k][1];
+        rel(P, &sl);
         cmp_val(P, "xent_fwd", var, "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
-        cmp_val(P, "xent_fwd", var, "correct", (double)ok[0], (double)ok[1], 0);
+        cmp_val(P, "xent_fwd", var, "correct", ok[0], ok[1], 0);
         cmp(P, "xent_fwd", var, "lse", &lse, TOL(P, 1e-6, 1e-4));
         /* the fused classifier, in place: the same loss and count, and on each backend the
          * same gradient as xent_fwd's then xent_bwd's, bit for bit */
         buf fused = mk(P, (size_t)M * ld, 0, lg);
-        double floss[2];
-        int64_t fok[2];
-        BOTH(floss[s_] = be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M,
-                                        &fok[s_]));
+        sl = mkd(P, start, 2);
+        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M, D(sl),
+                            tupe_dev_dat(D(sl), 1)));
+        BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+        for (int k = 0; k < 2; k++)
+            floss[k] = got[k][0], fok[k] = got[k][1];
+        rel(P, &sl);
         cmp_val(P, "xent_fused", var, "loss", floss[0], floss[1], TOL(P, 1e-6, 1e-4));
-        cmp_val(P, "xent_fused", var, "correct", (double)fok[0], (double)fok[1], 0);
+        cmp_val(P, "xent_fused", var, "correct", fok[0], fok[1], 0);
         BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, ld, 1.0 / M));
         cmp(P, "xent_bwd", pass ? "in-place,padded-rows" : "in-place", "dlogits", &logits,
             TOL(P, 1e-5, 1e-2));
@@ -811,7 +836,10 @@ static void ops_heads(pair *P, const shape *S)
     int Mm = 64;
     buf pred = mkr(P, (size_t)Mm, 2), tgt = mkw(P, (size_t)Mm, 2), dp = mk(P, (size_t)Mm, 0, NULL);
     double se[2];
-    BOTH(se[s_] = be->mse_fwd(be, D(pred), D(tgt), Mm));
+    sl = mkd(P, start, 1);
+    BOTH(be->mse_fwd(be, D(pred), D(tgt), Mm, D(sl)));
+    BOTH(be->download(be, &se[s_], D(sl), 1, TUPE_DBL));
+    rel(P, &sl);
     cmp_val(P, "mse_fwd", "", "sum", se[0], se[1], TOL(P, 1e-12, 1e-12));
     BOTH(be->mse_bwd(be, D(dp), D(pred), D(tgt), Mm, 0.25));
     cmp(P, "mse_bwd", "", "dpred", &dp, TOL(P, 1e-7, 8e-3));
