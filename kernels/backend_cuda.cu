@@ -185,6 +185,7 @@ extern "C" int tupe_backend_cuda_create(tupe_backend **out, int bf16_, int gpu, 
     be->scatter_rows = cu_scatter_rows;
     be->xent_fwd = cu_xent_fwd;
     be->xent_bwd = cu_xent_bwd;
+    be->xent_fused = cu_xent_fused;
     be->mse_fwd = cu_mse_fwd;
     be->mse_bwd = cu_mse_bwd;
     be->adamw = cu_adamw;

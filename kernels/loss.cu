@@ -1,34 +1,113 @@
-/* Losses: the cross-entropy over the vocabulary (one block per row: log-sum-exp, first
- * argmax) and its gradient; the squared error of regression. Sums in a fixed tree. */
+/* Losses: the cross-entropy over the vocabulary (one block per row, read once: log-sum-exp,
+ * first argmax) and its gradient; the squared error of regression. Sums in a fixed tree. */
 #include "loss.cuh"
 
+#include <limits.h>
+
+/* The columns [0, V) of one row read once, VE consecutive elements per thread (16-byte loads
+ * when vec): each thread keeps its running maximum, the sum of exp(l - maximum) rescaled
+ * whenever the maximum grows, and the first column holding its maximum. The maximum is exact,
+ * the sum within a few ulp of a two-pass one. */
 template <class T>
-__global__ void k_xent_rows(float *lse, double *loss, double *ok, const T *logits,
-                            const int32_t *labels, int V)
+__device__ __forceinline__ void xent_scan(const T *l, int V, int vec, float &mx, float &s,
+                                          int &arg)
+{
+    mx = -INFINITY, s = 0, arg = V;
+    size_t nread = 0;
+    for (int c0 = threadIdx.x * VE; c0 < V; c0 += blockDim.x * VE) {
+        float x[VE];
+        int n = min(VE, V - c0);
+        if (vec && n == VE)
+            ldve(x, l + c0);
+        else
+            for (int k = 0; k < n; k++)
+                x[k] = ldv(l, (size_t)(c0 + k));
+        nread += (size_t)n;
+        float cm = x[0];
+        int ca = c0;
+        for (int k = 1; k < n; k++)
+            if (x[k] > cm)
+                cm = x[k], ca = c0 + k;
+        if (cm > mx) { /* a tie keeps the earlier column: a thread's columns increase */
+            s = __fmul_rn(s, tupe_expf(mx - cm));
+            mx = cm, arg = ca;
+        }
+        if (mx > -INFINITY)
+            for (int k = 0; k < n; k++)
+                s += tupe_expf(x[k] - mx);
+    }
+    TUPE_DEV_COUNT("xent_read_bytes", nread * sizeof(T));
+}
+
+/* The block's log-sum-exp and first argmax from the threads' (maximum, sum, column), combined
+ * in a fixed tree: the maximum, then each sum rescaled to it, then the first column among the
+ * threads holding it. */
+__device__ __forceinline__ void xent_combine(float mx, float s, int arg, float *red, int *redi,
+                                             float &z, int &first)
+{
+    float M = block_max(mx, red);
+    float t = mx == M ? s : __fmul_rn(s, tupe_expf(mx - M));
+    z = M + logf(block_sum(t, red));
+    first = block_min_int(mx == M ? arg : INT_MAX, redi);
+}
+
+/* dlogits = scale softmax - scale onehot in columns [0, V) of rows of ld, 0 in [V, ld). */
+__device__ __forceinline__ float xent_g(float l, int v, float z, int label, int V, float s)
+{
+    if (v >= V)
+        return 0.0f;
+    float o = __fmul_rn(s, tupe_expf(l - z));
+    return v == label ? o - s : o;
+}
+
+/* One block per row: the row's loss, whether its first maximal column is the label, and lse
+ * (when not NULL). With d, the fused classifier: the gradient too, written over columns
+ * [0, ld) of row m of d (which may be the logits) by a second pass of each thread over the
+ * columns it read in the first, which the block has just read (from cache on a GPU): HBM
+ * sees one read of each logit and one write of its gradient. */
+template <class T>
+__global__ void k_xent_rows(float *lse, double *loss, double *ok, T *d, const T *logits,
+                            const int32_t *labels, int V, int ld, float sc, int vec)
 {
     __shared__ float red[32];
     __shared__ int redi[32];
-    int m = blockIdx.x;
-    const T *l = logits + (size_t)m * V;
-    float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-        mx = fmaxf(mx, ldv(l, v));
-    mx = block_max(mx, red);
-    int arg = V - 1;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-        if (ldv(l, v) == mx && v < arg)
-            arg = v;
-    arg = block_min_int(arg, redi);
-    float s = 0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-        s += tupe_expf(ldv(l, v) - mx);
-    s = block_sum(s, red);
+    int m = blockIdx.x, lab = labels[m];
+    const T *l = logits + (size_t)m * ld;
+    float mx, s, z;
+    int arg;
+    xent_scan(l, V, vec, mx, s, arg);
+    /* the label's logit before any thread overwrites it (the barriers of xent_combine) */
+    float ll = threadIdx.x == 0 ? ldv(l, (size_t)lab) : 0.0f;
+    xent_combine(mx, s, arg, red, redi, z, arg);
     if (threadIdx.x == 0) {
-        float z = mx + logf(s);
-        lse[m] = z;
-        loss[m] = (double)z - (double)ldv(l, labels[m]);
-        ok[m] = arg == labels[m] ? 1.0 : 0.0;
+        if (lse)
+            lse[m] = z;
+        loss[m] = (double)z - (double)ll;
+        ok[m] = arg == lab ? 1.0 : 0.0;
     }
+    if (!d)
+        return;
+    T *o = d + (size_t)m * ld;
+    size_t nread = 0, nw = 0;
+    for (int c0 = threadIdx.x * VE; c0 < ld; c0 += blockDim.x * VE) {
+        float x[VE];
+        int n = min(VE, ld - c0), nv = max(0, min(n, V - c0));
+        if (vec && nv == VE)
+            ldve(x, l + c0);
+        else
+            for (int k = 0; k < nv; k++)
+                x[k] = ldv(l, (size_t)(c0 + k));
+        for (int k = 0; k < n; k++)
+            x[k] = xent_g(k < nv ? x[k] : 0.0f, c0 + k, z, lab, V, sc);
+        if (vec && n == VE)
+            stve(o + c0, x);
+        else
+            for (int k = 0; k < n; k++)
+                stv(o, (size_t)(c0 + k), x[k]);
+        nread += (size_t)nv, nw += (size_t)n;
+    }
+    TUPE_DEV_COUNT("xent_reread_bytes", nread * sizeof(T));
+    TUPE_DEV_COUNT("xent_write_bytes", nw * sizeof(T));
 }
 
 /* *oa += sum of a[0..n), *ob += sum of b[0..n) (ob may be NULL), fixed tree: the step's sums
@@ -51,68 +130,94 @@ __global__ void k_sum2(const double *a, const double *b, int n, double *oa, doub
     }
 }
 
-void cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
-                 int M, int V, tupe_dev *loss, tupe_dev *correct)
+/* k_xent_rows over the M rows, then the sums of their losses and of their correct answers
+ * added to the device's *loss and *correct. */
+static void xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *logits,
+                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                      tupe_dev *correct)
 {
-    cu_priv *pr = PR(be);
     if (pr->err || M <= 0 || V <= 0)
         return;
     double *tmp = (double *)scratch(pr, SC_COL, 2 * (size_t)M * sizeof(double));
     if (!tmp)
         return;
+    size_t es = pr->bf16 ? 2 : 4;
+    int vec = al16(logits) && (!d || al16(d)) && (size_t)ld * es % 16 == 0;
+    float *z = (float *)lse, sc = (float)scale;
     if (pr->bf16)
-        k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
-                                                         (const bf16 *)logits, labels, V);
+        k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (bf16 *)d, (const bf16 *)logits, labels, V, ld, sc, vec);
     else
-        k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>((float *)lse, tmp, tmp + M,
-                                                          (const float *)logits, labels, V);
+        k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (float *)d, (const float *)logits, labels, V, ld, sc, vec);
     LAUNCHED("k_xent_rows");
     k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, (double *)loss, (double *)correct);
     LAUNCHED("k_sum2");
 }
 
-/* dlogits = scale softmax - scale onehot; in place allowed. */
-__device__ __forceinline__ float xent_grad(float l, size_t x, const float *lse,
-                                           const int32_t *labels, int V, float s)
+void cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
+                 int M, int V, int ld, tupe_dev *loss, tupe_dev *correct)
 {
-    int m = (int)(x / V), v = (int)(x % V);
-    float o = __fmul_rn(s, tupe_expf(l - lse[m]));
-    return v == labels[m] ? o - s : o;
+    xent_rows(PR(be), lse, NULL, logits, labels, M, V, ld, 0, loss, correct);
 }
 
-/* VE elements per thread (16-byte accesses when vec). */
+void cu_xent_fused(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                   const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                   tupe_dev *correct)
+{
+    xent_rows(PR(be), NULL, dlogits, logits, labels, M, V, ld, scale, loss, correct);
+}
+
+/* xent_g at flat element x of rows of ld; in place allowed. */
+__device__ __forceinline__ float xent_grad(float l, size_t x, const float *lse,
+                                           const int32_t *labels, int V, int ld, float s)
+{
+    size_t m = x / (size_t)ld;
+    return xent_g(l, (int)(x % (size_t)ld), lse[m], labels[m], V, s);
+}
+
+/* VE elements per thread (16-byte accesses when vec); the pad columns are written, not read. */
 template <class T>
 __global__ void k_xent_bwd(T *d, const T *logits, const float *lse, const int32_t *labels, int V,
-                           size_t n, float s, int vec)
+                           int ld, size_t n, float s, int vec)
 {
     size_t x0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (x0 >= n)
         return;
+    int v0 = (int)(x0 % (size_t)ld);
     if (vec && x0 + VE <= n) {
         float l[VE];
-        ldve(l, logits + x0);
+        if (v0 + VE <= V)
+            ldve(l, logits + x0);
+        else
+            for (int k = 0; k < VE; k++)
+                l[k] = v0 + k < V ? ldv(logits, x0 + k) : 0.0f;
         for (int k = 0; k < VE; k++)
-            l[k] = xent_grad(l[k], x0 + k, lse, labels, V, s);
+            l[k] = xent_grad(l[k], x0 + k, lse, labels, V, ld, s);
+        TUPE_DEV_COUNT("xent_read_bytes", (size_t)max(0, min(VE, V - v0)) * sizeof(T));
         stve(d + x0, l);
         return;
     }
-    for (size_t x = x0; x < n && x < x0 + VE; x++)
-        stv(d, x, xent_grad(ldv(logits, x), x, lse, labels, V, s));
+    for (size_t x = x0; x < n && x < x0 + VE; x++) {
+        int v = (int)(x % (size_t)ld);
+        if (v < V)
+            TUPE_DEV_COUNT("xent_read_bytes", sizeof(T));
+        stv(d, x, xent_grad(v < V ? ldv(logits, x) : 0.0f, x, lse, labels, V, ld, s));
+    }
 }
 
 void cu_xent_bwd(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                        const tupe_dev *lse, const int32_t *labels, int M, int V, double scale)
+                 const tupe_dev *lse, const int32_t *labels, int M, int V, int ld, double scale)
 {
     cu_priv *pr = PR(be);
-    size_t n = (size_t)M * V;
+    size_t n = (size_t)M * ld;
     if (pr->err || n == 0)
         return;
-    int vec = al16(dlogits) && al16(logits);
+    /* whole 16-byte runs stay inside a row when ld is a multiple of VE */
+    int vec = al16(dlogits) && al16(logits) && ld % VE == 0;
     unsigned nb = nblocks((n + VE - 1) / VE, 256);
     if (pr->bf16)
-        k_xent_bwd<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)dlogits, (const bf16 *)logits, (const float *)lse, labels, V, n, (float)scale, vec);
+        k_xent_bwd<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)dlogits, (const bf16 *)logits, (const float *)lse, labels, V, ld, n, (float)scale, vec);
     else
-        k_xent_bwd<float><<<nb, 256, 0, pr->s>>>((float *)dlogits, (const float *)logits, (const float *)lse, labels, V, n, (float)scale, vec);
+        k_xent_bwd<float><<<nb, 256, 0, pr->s>>>((float *)dlogits, (const float *)logits, (const float *)lse, labels, V, ld, n, (float)scale, vec);
     LAUNCHED("k_xent_bwd");
 }
 

@@ -14,7 +14,7 @@
     X(linear_fwd) X(linear_bwd) X(act_fwd) X(act_bwd) X(ln_fwd) X(ln_bwd) X(resid_ln_fwd)      \
     X(resid_ln_bwd) X(embed_fwd) X(embed_bwd) X(attn_fwd) X(attn_bwd)                          \
     X(pos_bias_fwd) X(pos_bias_bwd) X(qk_pos_add) X(qk_pos_grad) X(rope) X(gather_rows)        \
-    X(scatter_rows) X(xent_fwd) X(xent_bwd) X(mse_fwd) X(mse_bwd) X(adamw)
+    X(scatter_rows) X(xent_fwd) X(xent_bwd) X(xent_fused) X(mse_fwd) X(mse_bwd) X(adamw)
 
 enum {
 #define X(op) OP_##op,
@@ -202,6 +202,9 @@ extern "C" int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *
     c->dropout_decisions = cnt("dropout_decisions");
     c->peak_device_bytes = cnt("peak_device_bytes");
     c->largest_buffer_bytes = cnt("largest_buffer_bytes");
+    c->xent_read_bytes = cnt("xent_read_bytes");
+    c->xent_reread_bytes = cnt("xent_reread_bytes");
+    c->xent_write_bytes = cnt("xent_write_bytes");
     return 0;
 }
 #else

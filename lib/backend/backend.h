@@ -220,15 +220,28 @@ struct tupe_backend {
     /* dst[idx[m]] += src[m] (indices distinct). */
     void (*scatter_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                          int M, int D);
-    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Adds the summed
-     * loss (natural log) to *loss and the number of rows whose first maximal logit is the label
-     * to *correct (NULL: not counted): device doubles (TUPE_DBL), so that a step's scalars stay
-     * on the device until the host reads them, once per logging interval (no wait here). */
+    /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Row m starts at
+     * logits + m * ld (ld >= V: the masked-LM head's rows are padded, model/params.h); columns
+     * [V, ld) are never read. Adds the summed loss (natural log) to *loss and the number of
+     * rows whose first maximal logit is the label to *correct (NULL: not counted): device
+     * doubles (TUPE_DBL), so that a step's scalars stay on the device until the host reads
+     * them, once per logging interval (no wait here). */
     void (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
-                     const int32_t *labels, int M, int V, tupe_dev *loss, tupe_dev *correct);
-    /* dlogits = scale (softmax(logits) - onehot); may be computed in place (dlogits == logits). */
+                     const int32_t *labels, int M, int V, int ld, tupe_dev *loss,
+                     tupe_dev *correct);
+    /* dlogits = scale (softmax(logits) - onehot) over columns [0, V) of rows of ld, and 0 in
+     * columns [V, ld) (so that the products of the backward pass may run over ld columns); may
+     * be computed in place (dlogits == logits). */
     void (*xent_bwd)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                     const tupe_dev *lse, const int32_t *labels, int M, int V, double scale);
+                     const tupe_dev *lse, const int32_t *labels, int M, int V, int ld,
+                     double scale);
+    /* xent_fwd and xent_bwd of one training step in one pass over each row, the fused
+     * classifier: *loss and *correct added to as xent_fwd's, and dlogits as xent_bwd's (pad
+     * columns 0), with no lse kept; dlogits may be logits, which are then replaced by their
+     * gradient. Results the same as xent_fwd's then xent_bwd's. */
+    void (*xent_fused)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
+                       const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                       tupe_dev *correct);
     /* Adds the summed squared error of pred[M] against target[M] (wide) to *loss (a device
      * double, as above); and dpred = scale 2 (pred - target). */
     void (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,

@@ -1136,55 +1136,93 @@ static void R(scatter_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *sr
     }
 }
 
-static void R(xent_fwd)(tupe_backend *be, tupe_dev *lse_, const tupe_dev *logits_,
-                        const int32_t *labels, int M, int V, tupe_dev *loss, tupe_dev *correct)
+/* Row l's log-sum-exp; *arg its first maximal column (the last one where none equals the
+ * maximum: a NaN row). */
+static inline real R(xent_row)(const real *l, int V, int *arg)
 {
-    real *lse = (real *)lse_;
-    const real *lg = (const real *)logits_;
+    real mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int v = 1; v < V; v++)
+        mx = l[v] > mx ? l[v] : mx;
+    /* the sum of the exponentials, and in the same pass the first maximal logit */
+    int a = V - 1;
+    real s = 0;
+#pragma omp simd reduction(+ : s) reduction(min : a)
+    for (int v = 0; v < V; v++) {
+        s += EXP(l[v] - mx);
+        a = l[v] == mx && v < a ? v : a;
+    }
+    *arg = a;
+    return mx + LOG(s);
+}
+
+/* Row o = s (softmax - onehot) of row l, whose log-sum-exp is z, and 0 in [V, ld). */
+static inline void R(xent_grad_row)(real *o, const real *l, real z, int label, int V, int ld,
+                                    real s)
+{
+#pragma omp simd
+    for (int v = 0; v < V; v++)
+        o[v] = s * EXP(l[v] - z);
+    o[label] -= s;
+    memset(o + V, 0, (size_t)(ld - V) * sizeof *o); /* the pad columns (backend.h) */
+}
+
+/* xent_fwd, and with d the fused classifier: each row's gradient made while the row is in
+ * cache. The rows' losses are summed in row order. */
+static void R(xent_rows)(tupe_backend *be, real *lse, real *d, const real *lg,
+                         const int32_t *labels, int M, int V, int ld, double scale,
+                         tupe_dev *loss, tupe_dev *correct)
+{
+    double *rows = malloc((size_t)(M > 0 ? M : 1) * sizeof *rows);
     int64_t ok = 0;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static) reduction(+ : ok)
     for (int m = 0; m < M; m++) {
-        const real *l = lg + (size_t)m * V;
-        real mx = l[0];
-#pragma omp simd reduction(max : mx)
-        for (int v = 1; v < V; v++)
-            mx = l[v] > mx ? l[v] : mx;
-        /* the sum of the exponentials, and in the same pass the first maximal logit (the last
-         * one where none equals mx: a NaN row) */
-        int arg = V - 1;
-        real s = 0;
-#pragma omp simd reduction(+ : s) reduction(min : arg)
-        for (int v = 0; v < V; v++) {
-            s += EXP(l[v] - mx);
-            arg = l[v] == mx && v < arg ? v : arg;
-        }
-        lse[m] = mx + LOG(s);
+        const real *l = lg + (size_t)m * ld;
+        int arg;
+        real z = R(xent_row)(l, V, &arg);
+        if (lse)
+            lse[m] = z;
         ok += arg == labels[m];
+        if (rows)
+            rows[m] = (double)z - (double)l[labels[m]];
+        if (d)
+            R(xent_grad_row)(d + (size_t)m * ld, l, z, labels[m], V, ld, (real)scale);
     }
-    double total = 0;
-    for (int m = 0; m < M; m++)
-        total += (double)lse[m] - (double)lg[(size_t)m * V + labels[m]];
+    double total = rows ? 0 : NAN; /* out of memory: a loss that shows it */
+    for (int m = 0; rows && m < M; m++)
+        total += rows[m];
+    free(rows);
     /* the "device" doubles are host memory here */
     *(double *)loss += total;
     if (correct)
         *(double *)correct += (double)ok;
 }
 
+static void R(xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
+                        const int32_t *labels, int M, int V, int ld, tupe_dev *loss,
+                        tupe_dev *correct)
+{
+    R(xent_rows)(be, (real *)lse, NULL, (const real *)logits, labels, M, V, ld, 0, loss, correct);
+}
+
+static void R(xent_fused)(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
+                          const int32_t *labels, int M, int V, int ld, double scale,
+                          tupe_dev *loss, tupe_dev *correct)
+{
+    R(xent_rows)(be, NULL, (real *)d, (const real *)logits, labels, M, V, ld, scale, loss,
+                 correct);
+}
+
 static void R(xent_bwd)(tupe_backend *be, tupe_dev *d_, const tupe_dev *logits_,
-                        const tupe_dev *lse_, const int32_t *labels, int M, int V, double scale)
+                        const tupe_dev *lse_, const int32_t *labels, int M, int V, int ld,
+                        double scale)
 {
     real *d = (real *)d_;
     const real *lg = (const real *)logits_, *lse = (const real *)lse_;
-    real s = (real)scale;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static)
-    for (int m = 0; m < M; m++) {
-        const real *l = lg + (size_t)m * V;
-        real *o = d + (size_t)m * V, z = lse[m];
-#pragma omp simd
-        for (int v = 0; v < V; v++)
-            o[v] = s * EXP(l[v] - z);
-        o[labels[m]] -= s;
-    }
+    for (int m = 0; m < M; m++)
+        R(xent_grad_row)(d + (size_t)m * ld, lg + (size_t)m * ld, lse[m], labels[m], V, ld,
+                         (real)scale);
 }
 
 static void R(mse_fwd)(tupe_backend *be, const tupe_dev *pred_, const tupe_dev *target_, int M,
@@ -1270,6 +1308,7 @@ static void R(ops)(tupe_backend *be)
     be->scatter_rows = R(scatter_rows);
     be->xent_fwd = R(xent_fwd);
     be->xent_bwd = R(xent_bwd);
+    be->xent_fused = R(xent_fused);
     be->mse_fwd = R(mse_fwd);
     be->mse_bwd = R(mse_bwd);
     be->adamw = R(adamw);

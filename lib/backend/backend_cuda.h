@@ -64,6 +64,9 @@ typedef struct tupe_cuda_counters {
     long long launches, kernels, gemms, memsets, copies, sorts, transfers, host_syncs;
     long long philox_calls, dropout_decisions;
     long long peak_device_bytes, largest_buffer_bytes;
+    /* the cross-entropy's logits: bytes read from memory, read again by a block that has just
+     * read them (from cache on a GPU: the fused classifier's second pass), and written */
+    long long xent_read_bytes, xent_reread_bytes, xent_write_bytes;
 } tupe_cuda_counters;
 int tupe_backend_cuda_counters_reset(tupe_backend *be, tupe_err *e);
 int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *c, tupe_err *e);

@@ -158,6 +158,7 @@ int tupe_electra_create(tupe_electra **out, tupe_model *m, const tupe_capacity *
     }
     tupe_model_on_grad_ready(p->gen, on_gen_ready, p);
     tupe_model_on_grad_ready(p->disc, on_disc_ready, p);
+    tupe_model_keep_logits(p->gen, 1); /* sampled from at every step (model.h) */
     p->V = p->gcfg.vocab_size;
     p->Bc = cap->batch;
     p->Tc = cap->seq;

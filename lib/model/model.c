@@ -63,6 +63,8 @@ struct tupe_model {
     int view;               /* parameters and gradients are the caller's (tupe_model_create_view) */
     /* the last forward pass */
     int have_fwd, train, B, T, M, has_types;
+    int logits_grad;    /* the masked-LM logits were replaced by their gradient (xent_fused) */
+    int keep_logits;    /* tupe_model_keep_logits */
     tupe_step step;
     uint64_t sample_offset;
     double norm;
@@ -130,7 +132,7 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     const tupe_config *c = &m->cfg;
     size_t Bc = (size_t)m->cap.batch, Tc = (size_t)m->cap.seq, N = Bc * Tc;
     size_t D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, H = (size_t)c->num_heads;
-    size_t L = (size_t)c->num_layers, V = (size_t)c->vocab_size, Mc = (size_t)m->cap.masked;
+    size_t L = (size_t)c->num_layers, Mc = (size_t)m->cap.masked;
     size_t E = (size_t)tupe_cfg_emb(c);
     if (!m->view)
         plan_r(m, &m->grads, m->flat);
@@ -178,7 +180,8 @@ static void plan_acts(tupe_model *m, tupe_backend *be)
     plan_r(m, &m->dqkv, N * 3 * D);
     tupe_posenc_plan(&m->pe, c, (int)Bc, (int)Tc, plan_pe, m);
     size_t rows = c->rtd_head ? N : c->num_labels == 0 ? Mc : Bc;
-    size_t cols = c->rtd_head ? 2 : c->num_labels == 0 ? V : (size_t)c->num_labels;
+    /* the masked-LM logits' rows are the padded vocabulary's (model/params.h) */
+    size_t cols = c->rtd_head ? 2 : c->num_labels == 0 ? (size_t)m->lay.vpad : (size_t)c->num_labels;
     size_t W = c->num_labels == 0 && !c->rtd_head ? E : D; /* the head's transform width */
     size_t WD = W > D ? W : D;
     plan_r(m, &m->hm, rows * D);
@@ -628,6 +631,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     if (!m->i_ids)
         return tupe_fail(e, TUPE_EUSAGE, "the model was made for its parameters only");
     m->have_fwd = 0;
+    m->logits_grad = 0;
     int rc = check_batch(m, b, e);
     if (rc)
         return rc;
@@ -725,7 +729,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
         be->add(be, AT(m->rtd_Bv, 1), PAR(y->rtd_out_b), 1, 0);
         be->linear_fwd(be, m->logits, NULL, m->hg, m->rtd_W, m->rtd_Bv, R, D, 2, TUPE_ACT_NONE,
                        NULL);
-        be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2, s_loss, s_ok);
+        be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2, 2, s_loss, s_ok);
     } else if (c->num_labels == 0) {
         int M = b->M;
         r.count = M;
@@ -737,9 +741,20 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                            TUPE_ACT_GELU, NULL);
             be->ln_fwd(be, m->hu, m->hxh, m->hrs, m->hg, PAR(y->mlm_ln_g), PAR(y->mlm_ln_b), M, E,
                        c->layer_norm_eps);
-            be->linear_fwd(be, m->logits, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), M, E, V,
-                           TUPE_ACT_NONE, NULL);
-            be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_mlab, M, V, s_loss, s_ok);
+            /* over the padded table: rows of vpad logits, 0 past V */
+            be->linear_fwd(be, m->logits, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), M, E,
+                           y->vpad, TUPE_ACT_NONE, NULL);
+            const int32_t *lab = (const int32_t *)m->i_mlab;
+            if (m->train && !m->keep_logits) {
+                /* the fused classifier: one pass over the logits for the loss and for its
+                 * gradient, which replaces them (a probe computes them again) */
+                double norm = b->loss_norm > 0 ? b->loss_norm : (double)M; /* m->norm below */
+                be->xent_fused(be, m->logits, m->logits, lab, M, V, y->vpad, 1.0 / norm, s_loss,
+                               s_ok);
+                m->logits_grad = 1;
+            } else {
+                be->xent_fwd(be, m->lse, m->logits, lab, M, V, y->vpad, s_loss, s_ok);
+            }
         }
     } else {
         int C = c->num_labels;
@@ -762,7 +777,8 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
             be->mse_fwd(be, m->logits, m->targets, B, s_loss);
         } else {
             be->upload(be, m->i_labels, b->labels, (size_t)B, TUPE_I32);
-            be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_labels, B, C, s_loss, s_ok);
+            be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_labels, B, C, C, s_loss,
+                         s_ok);
         }
     }
     m->norm = b->loss_norm > 0 ? b->loss_norm : (r.count > 0 ? (double)r.count : 1.0);
@@ -804,7 +820,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     be->zero(be, m->dY, (size_t)N * D);
     if (c->rtd_head) {
         int R = m->R;
-        be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_rlab, R, 2, inv);
+        be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_rlab, R, 2, 2, inv);
         be->zero(be, m->rtd_dW, 2 * (size_t)D);
         be->zero(be, m->rtd_dB, 2);
         be->linear_bwd(be, m->dh1, 0, m->rtd_dW, m->rtd_dB, m->logits, m->hg, m->rtd_W, R, D, 2);
@@ -817,9 +833,12 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
     } else if (c->num_labels == 0) {
         int M = m->M;
         if (M > 0) {
-            be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_mlab, M, V, inv);
+            /* the pad columns' gradient is 0: the pad rows' gradients stay 0 */
+            if (!m->logits_grad)
+                be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_mlab, M, V,
+                             y->vpad, inv);
             be->linear_bwd(be, m->dh1, 0, GRD(y->word), GRD(y->mlm_bias), m->logits, m->hu,
-                           PAR(y->word), M, E, V);
+                           PAR(y->word), M, E, y->vpad);
             be->ln_bwd(be, m->dh2, 0, GRD(y->mlm_ln_g), GRD(y->mlm_ln_b), m->dh1, m->hxh, m->hrs,
                        PAR(y->mlm_ln_g), M, E);
             be->act_bwd(be, m->dh2, NULL, m->ht, (size_t)M * E, TUPE_ACT_GELU, NULL);
@@ -832,7 +851,7 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
         if (C == 1)
             be->mse_bwd(be, m->logits, m->logits, m->targets, B, inv);
         else
-            be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_labels, B, C,
+            be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_labels, B, C, C,
                          inv);
         be->linear_bwd(be, m->dh1, 0, GRD(y->out_w), GRD(y->out_b), m->logits, m->hg,
                        PAR(y->out_w), B, D, C);
@@ -926,6 +945,36 @@ static int probe_probs(tupe_model *m, int layer, float *dst, size_t n, tupe_err 
     return rc;
 }
 
+/* The masked-LM logits without their rows' pad columns; where the fused classifier replaced
+ * them by their gradient, the decoder's product again (of the same operands) into a buffer
+ * of the probe's. */
+static int probe_mlm_logits(tupe_model *m, float *dst, tupe_err *e)
+{
+    tupe_backend *be = m->be;
+    const tupe_layout *y = &m->lay;
+    size_t M = (size_t)m->M, V = (size_t)m->cfg.vocab_size, ld = (size_t)y->vpad;
+    size_t n = M > 0 ? M * ld : 1;
+    float *rows = malloc(n * sizeof *rows);
+    tupe_dev *lg = m->logits_grad ? be->alloc(be, n * (size_t)be->esize) : m->logits;
+    int rc = 0;
+    if (!rows || !lg) {
+        rc = tupe_fail(e, TUPE_EFAIL, "out of %smemory for the logits", rows ? "device " : "");
+    } else {
+        if (m->logits_grad)
+            be->linear_fwd(be, lg, NULL, m->hu, PAR(y->word), PAR(y->mlm_bias), (int)M,
+                           tupe_cfg_emb(&m->cfg), y->vpad, TUPE_ACT_NONE, NULL);
+        be->download(be, rows, lg, M * ld, TUPE_F32);
+        for (size_t k = 0; k < M; k++)
+            memcpy(dst + k * V, rows + k * ld, V * sizeof *dst);
+        if (be->check)
+            rc = be->check(be, e);
+    }
+    if (m->logits_grad && lg)
+        be->free(be, lg);
+    free(rows);
+    return rc;
+}
+
 size_t tupe_model_probe_size(const tupe_model *m, int probe)
 {
     const tupe_config *c = &m->cfg;
@@ -970,6 +1019,8 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
     tupe_backend *be = m->be;
     switch (probe) {
     case TUPE_PROBE_LOGITS:
+        if (!m->cfg.rtd_head && m->cfg.num_labels == 0)
+            return probe_mlm_logits(m, dst, e);
         be->download(be, dst, m->logits, n, TUPE_F32);
         break;
     case TUPE_PROBE_POS_BIAS:
@@ -993,4 +1044,9 @@ int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, 
         break;
     }
     return 0;
+}
+
+void tupe_model_keep_logits(tupe_model *m, int keep)
+{
+    m->keep_logits = keep != 0;
 }

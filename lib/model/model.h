@@ -201,6 +201,12 @@ enum tupe_probe {
     TUPE_PROBE_POS_QK         /* [2, R, D]: position queries and keys (TUPE: R = T+1, the
                                  queries unscaled; BERT-Ad: R = T) */
 };
+/* A training forward pass of the masked-LM head replaces the logits by their gradient (the
+ * fused classifier: one pass over them, backend.h xent_fused), and a TUPE_PROBE_LOGITS
+ * after it computes them again (the decoder's product, in a buffer of its own). keep 1:
+ * training passes keep the logits (the gradient then takes a pass of its own in backward),
+ * for a caller that reads them at every step (an ELECTRA generator's samples). */
+void tupe_model_keep_logits(tupe_model *m, int keep);
 /* Elements of a probe for the last forward pass; 0 when the model does not have it. */
 size_t tupe_model_probe_size(const tupe_model *m, int probe);
 int tupe_model_probe(tupe_model *m, int probe, int layer, float *dst, size_t n, tupe_err *e);

@@ -102,12 +102,15 @@ int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_
      * the discriminator (model/electra.c). */
     if (shared) {
         lay->word = shared->word;
+        lay->vpad = shared->vpad;
         lay->pos_emb = shared->pos_emb;
         lay->tt_emb = shared->tt_emb;
         lay->emb_ln_g = shared->emb_ln_g;
         lay->emb_ln_b = shared->emb_ln_b;
     } else {
         lay->word = add(&b, "embeddings.word_embeddings.weight", V, E, TUPE_INIT_NORMAL);
+        lay->vpad = tupe_vocab_padded(V);
+        lay->total += (size_t)(lay->vpad - V) * (size_t)E; /* its pad rows (params.h) */
         if (tupe_cfg_abs_input(c))
             lay->pos_emb = add(&b, "embeddings.position_embeddings.weight", c->max_position, E,
                                TUPE_INIT_NORMAL);
@@ -177,6 +180,7 @@ int tupe_layout_build_shared(tupe_layout *lay, const tupe_config *c, const tupe_
                             TUPE_INIT_NORMAL);
         layernorm(&b, "cls.predictions.transform.LayerNorm", E, &lay->mlm_ln_g, &lay->mlm_ln_b);
         lay->mlm_bias = add(&b, "cls.predictions.bias", V, 0, TUPE_INIT_ZERO);
+        lay->total += (size_t)(lay->vpad - V);
     } else {
         lay->cls_w = linear(&b, "classifier.dense", D, D, &lay->cls_b, TUPE_INIT_FANIN);
         lay->out_w = linear(&b, "classifier.out_proj", c->num_labels, D, &lay->out_b,

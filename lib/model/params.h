@@ -41,6 +41,7 @@ typedef struct tupe_layout {
     tupe_param *t;
     size_t count;
     size_t total;               /* elements of the flat buffer (tensors are 16-aligned) */
+    int vpad;                   /* the vocabulary padded (tupe_vocab_padded): the logits' ld */
     size_t nparams;             /* sum of numel: the parameter count */
     size_t word, pos_emb, tt_emb, emb_ln_g, emb_ln_b;
     size_t emb_proj_w, emb_proj_b;  /* embedding_size != hidden_size: [D, E] and [D] */
@@ -51,6 +52,19 @@ typedef struct tupe_layout {
     size_t cls_w, cls_b, out_w, out_b;
     size_t rtd_w, rtd_b, rtd_out_w, rtd_out_b;  /* replaced-token head: [D, D], [D], [1, D], [1] */
 } tupe_layout;
+
+/* The masked-LM logits' leading dimension: the vocabulary rounded up to a multiple of 128
+ * (30,522 -> 30,592), so that every logits row starts 256-byte aligned in bf16 and the
+ * decoder's product runs in whole 128-column tiles, as llm.c pads GPT-2's (50,257 -> 50,304).
+ * The word table and cls.predictions.bias are each followed in the flat buffer by their
+ * vpad - V pad rows: zero, in no tensor (so never saved, never initialized, never counted),
+ * and kept zero by the optimizer (zero gradient, zero weight); the decoder's product over
+ * vpad rows then gives exactly 0 in the pad columns, which no loss reads (backend.h). */
+#define TUPE_VOCAB_ALIGN 128
+static inline int tupe_vocab_padded(int V)
+{
+    return (V + TUPE_VOCAB_ALIGN - 1) / TUPE_VOCAB_ALIGN * TUPE_VOCAB_ALIGN;
+}
 
 /* The layout of a configuration (vocab_size must be set). */
 int tupe_layout_build(tupe_layout *lay, const tupe_config *c, tupe_err *e);

@@ -81,12 +81,12 @@ static double step_flops(const tupe_config *c, int B, int T, int M)
  * cost; the products' FLOPs are counted from their arguments. */
 enum { P_GEMM, P_LIN_F, P_LIN_B, P_ACT_F, P_ACT_B, P_LN_F, P_LN_B, P_RLN_F, P_RLN_B, P_EMB_F,
        P_EMB_B, P_ATT_F, P_ATT_B, P_POS_F, P_POS_B, P_QK_A, P_QK_G, P_GATHER, P_SCATTER,
-       P_XENT_F, P_XENT_B, P_ADAMW, P_ZERO, P_SUMSQ, P_SCALE, P_NOPS };
+       P_XENT_F, P_XENT_B, P_XENT_FU, P_ADAMW, P_ZERO, P_SUMSQ, P_SCALE, P_NOPS };
 static const char *const op_names[P_NOPS] = {
     "gemm", "linear_fwd", "linear_bwd", "act_fwd", "act_bwd", "ln_fwd", "ln_bwd", "resid_ln_fwd",
     "resid_ln_bwd", "embed_fwd", "embed_bwd", "attn_fwd", "attn_bwd", "pos_bias_fwd",
     "pos_bias_bwd", "qk_pos_add", "qk_pos_grad", "gather_rows", "scatter_rows", "xent_fwd",
-    "xent_bwd", "adamw", "zero", "sumsq", "scale"};
+    "xent_bwd", "xent_fused", "adamw", "zero", "sumsq", "scale"};
 static struct {
     double s, cpu, flops;
     long calls;
@@ -242,14 +242,20 @@ static void w_scatter(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, cons
     TIMED(P_SCATTER, 0, orig.scatter_rows(be, dst, src, idx, M, D));
 }
 static void w_xent_f(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
-                     int M, int V, tupe_dev *loss, tupe_dev *correct)
+                     int M, int V, int ld, tupe_dev *loss, tupe_dev *correct)
 {
-    TIMED(P_XENT_F, 0, orig.xent_fwd(be, lse, logits, labels, M, V, loss, correct));
+    TIMED(P_XENT_F, 0, orig.xent_fwd(be, lse, logits, labels, M, V, ld, loss, correct));
 }
 static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, const tupe_dev *lse,
-                     const int32_t *labels, int M, int V, double scale)
+                     const int32_t *labels, int M, int V, int ld, double scale)
 {
-    TIMED(P_XENT_B, 0, orig.xent_bwd(be, d, logits, lse, labels, M, V, scale));
+    TIMED(P_XENT_B, 0, orig.xent_bwd(be, d, logits, lse, labels, M, V, ld, scale));
+}
+static void w_xent_fu(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
+                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
+                      tupe_dev *correct)
+{
+    TIMED(P_XENT_FU, 0, orig.xent_fused(be, d, logits, labels, M, V, ld, scale, loss, correct));
 }
 static void w_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
                     tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
@@ -274,7 +280,8 @@ static void profile_install(tupe_backend *be)
     be->attn_fwd = w_att_f, be->attn_bwd = w_att_b;
     be->pos_bias_fwd = w_pos_f, be->pos_bias_bwd = w_pos_b, be->qk_pos_add = w_qk_a;
     be->qk_pos_grad = w_qk_g, be->gather_rows = w_gather, be->scatter_rows = w_scatter;
-    be->xent_fwd = w_xent_f, be->xent_bwd = w_xent_b, be->adamw = w_adamw, be->zero = w_zero;
+    be->xent_fwd = w_xent_f, be->xent_bwd = w_xent_b, be->xent_fused = w_xent_fu;
+    be->adamw = w_adamw, be->zero = w_zero;
     be->scale = w_scale, be->sumsq = w_sumsq;
 }
 

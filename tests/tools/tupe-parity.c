@@ -770,30 +770,87 @@ static void ops_heads(pair *P, const shape *S)
     rel(P, &bi), rel(P, &src), rel(P, &dst);
 
     int32_t *lab = xmalloc((size_t)M * 4);
-    float *lg = randv(P, (size_t)M * V, 4, 0);
-    for (int m = 0; m < M; m++) {
+    for (int m = 0; m < M; m++)
         lab[m] = irand(V);
-        if (m % 3 == 0) /* a tie for the maximum: the first one counts */
-            lg[(size_t)m * V + lab[m]] = lg[(size_t)m * V + (lab[m] + 1) % V] = 9;
-        if (m % 3 == 1)
-            lg[(size_t)m * V + lab[m]] = 8;
-    }
-    buf bl = mki(P, lab, (size_t)M), logits = mk(P, (size_t)M * V, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
+    buf bl = mki(P, lab, (size_t)M);
+    /* rows of V, and rows padded to the masked-LM head's leading dimension (model/params.h)
+     * whose pad columns hold values that would win the maximum, the argmax and the sum if a
+     * kernel read them: every result the same, the gradient's pad columns 0 */
+    int ldp = (V + 127) / 128 * 128 + (V % 128 == 0 ? 128 : 0);
     /* the sums are added to device doubles that already hold something */
     const double start[2] = {0.25, 3};
-    double got[2][2];
-    buf sl = mkd(P, start, 2);
-    BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, D(sl), tupe_dev_dat(D(sl), 1)));
-    BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
-    double loss[2] = {got[0][0], got[1][0]}, ok[2] = {got[0][1], got[1][1]};
-    rel(P, &sl);
-    cmp_val(P, "xent_fwd", "", "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
-    cmp_val(P, "xent_fwd", "", "correct", ok[0], ok[1], 0);
-    cmp(P, "xent_fwd", "", "lse", &lse, TOL(P, 1e-6, 1e-4));
-    BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, 1.0 / M));
-    cmp(P, "xent_bwd", "in-place", "dlogits", &logits, TOL(P, 1e-5, 1e-2));
-    rel(P, &bl), rel(P, &logits), rel(P, &lse);
-    free(lg);
+    buf sl;
+    for (int pass = 0; pass < 2; pass++) {
+        int ld = pass ? ldp : V;
+        const char *var = pass ? "padded-rows" : "";
+        float *lg = randv(P, (size_t)M * ld, 4, 0);
+        for (int m = 0; m < M; m++) {
+            float *row = lg + (size_t)m * ld;
+            if (m % 3 == 0) /* a tie for the maximum: the first one counts */
+                row[lab[m]] = row[(lab[m] + 1) % V] = 9;
+            if (m % 3 == 1)
+                row[lab[m]] = 8;
+            for (int v = V; v < ld; v++)
+                row[v] = 50;
+        }
+        buf logits = mk(P, (size_t)M * ld, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
+        double got[2][2], loss[2], ok[2], floss[2], fok[2];
+        sl = mkd(P, start, 2);
+        BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, ld, D(sl), tupe_dev_dat(D(sl), 1)));
+        BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+        for (int k = 0; k < 2; k++)
+            loss[k] = got[k][0], ok[k] = got[k][1];
+        rel(P, &sl);
+        cmp_val(P, "xent_fwd", var, "loss", loss[0], loss[1], TOL(P, 1e-6, 1e-4));
+        cmp_val(P, "xent_fwd", var, "correct", ok[0], ok[1], 0);
+        cmp(P, "xent_fwd", var, "lse", &lse, TOL(P, 1e-6, 1e-4));
+        /* the fused classifier, in place: the same loss and count, and on each backend the
+         * same gradient as xent_fwd's then xent_bwd's, bit for bit */
+        buf fused = mk(P, (size_t)M * ld, 0, lg);
+        sl = mkd(P, start, 2);
+        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M, D(sl),
+                            tupe_dev_dat(D(sl), 1)));
+        BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
+        for (int k = 0; k < 2; k++)
+            floss[k] = got[k][0], fok[k] = got[k][1];
+        rel(P, &sl);
+        cmp_val(P, "xent_fused", var, "loss", floss[0], floss[1], TOL(P, 1e-6, 1e-4));
+        cmp_val(P, "xent_fused", var, "correct", fok[0], fok[1], 0);
+        BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, ld, 1.0 / M));
+        cmp(P, "xent_bwd", pass ? "in-place,padded-rows" : "in-place", "dlogits", &logits,
+            TOL(P, 1e-5, 1e-2));
+        cmp(P, "xent_fused", var, "dlogits", &fused, TOL(P, 1e-5, 1e-2));
+        if (!backend_error(P, "xent_fused")) {
+            size_t nb = (size_t)M * ld * sizeof(float);
+            float *h[2] = {xmalloc(nb), xmalloc(nb)};
+            double differ = 0;
+            for (int s_ = 0; s_ < 2; s_++) {
+                P->be[s_]->download(P->be[s_], h[0], logits.d[s_], (size_t)M * ld, TUPE_F32);
+                P->be[s_]->download(P->be[s_], h[1], fused.d[s_], (size_t)M * ld, TUPE_F32);
+                differ += memcmp(h[0], h[1], nb) != 0;
+                differ += floss[s_] != loss[s_] || fok[s_] != ok[s_];
+            }
+            verdict(P, "xent_fused", var, "=fwd+bwd", differ, differ, 0);
+            free(h[0]);
+            free(h[1]);
+        }
+        rel(P, &fused);
+        if (pass && !backend_error(P, "xent_bwd")) { /* the pad columns exactly 0 on both */
+            float *h = xmalloc((size_t)M * ld * sizeof *h);
+            double nz = 0;
+            for (int s_ = 0; s_ < 2; s_++) {
+                P->be[s_]->download(P->be[s_], h, logits.d[s_], (size_t)M * ld, TUPE_F32);
+                for (int m = 0; m < M; m++)
+                    for (int v = V; v < ld; v++)
+                        nz += h[(size_t)m * ld + v] != 0;
+            }
+            verdict(P, "xent_bwd", var, "pad cols", nz, nz, 0);
+            free(h);
+        }
+        rel(P, &logits), rel(P, &lse);
+        free(lg);
+    }
+    rel(P, &bl);
     free(lab);
     free(idx);
 
@@ -1308,10 +1365,12 @@ done: /* every path frees what it made (the suite runs under LeakSanitizer) */
  * gradient norm, AdamW) of a model of configuration c: the first one grows the scratch
  * buffers, the second is a step as every later one is. The loss stays on the device (a
  * trainer reads it with the norm: the step's one host wait). */
-static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n)
+static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n,
+                      int *masked)
 {
     mbatch b;
     make_batch(&b, B, T, c->vocab_size, 5);
+    *masked = b.M;
     tupe_capacity cap = train_capacity(&b);
     tupe_model *m;
     tupe_adamw *o;
@@ -1365,23 +1424,30 @@ static int cmd_counters(tupe_backend *be, const char *model, const char *positio
         return rc;
     tupe_cuda_counters n, n1;
     memset(&n, 0, sizeof n);
-    if ((rc = count_step(be, &c, B, T, &n)))
+    int M;
+    if ((rc = count_step(be, &c, B, T, &n, &M)))
         return rc;
     tupe_config c1 = c;
     c1.num_layers++;
-    if ((rc = count_step(be, &c1, B, T, &n1)))
+    if ((rc = count_step(be, &c1, B, T, &n1, &M)))
         return rc;
+    /* the masked-LM logits the loss reads, M rows of V: its passes over them */
+    double logit_bytes = (double)M * c.vocab_size * be->esize;
     printf("{\"dev\":\"%s\",\"model\":\"%s\",\"position\":\"%s\",\"seq\":%d,\"batch\":%d,"
            "\"layers\":%d,\"launches\":%lld,\"launches_per_layer\":%lld,\"kernels\":%lld,"
            "\"gemms\":%lld,\"gemms_per_layer\":%lld,\"memsets\":%lld,\"copies\":%lld,"
            "\"sorts\":%lld,\"transfers\":%lld,\"host_syncs\":%lld,\"philox_calls\":%lld,"
            "\"dropout_decisions\":%lld,\"decisions_per_philox_call\":%.2f,"
-           "\"peak_device_bytes\":%lld,\"largest_buffer_bytes\":%lld}\n",
+           "\"peak_device_bytes\":%lld,\"largest_buffer_bytes\":%lld,"
+           "\"xent_read_bytes\":%lld,\"xent_reread_bytes\":%lld,\"xent_write_bytes\":%lld,"
+           "\"xent_reads_per_logit\":%.2f,\"xent_writes_per_logit\":%.2f}\n",
            be->name, model, tupe_position_name(c.position), T, B, c.num_layers, n.launches,
            n1.launches - n.launches, n.kernels, n.gemms, n1.gemms - n.gemms, n.memsets, n.copies,
            n.sorts, n.transfers, n.host_syncs, n.philox_calls, n.dropout_decisions,
            n.philox_calls ? (double)n.dropout_decisions / (double)n.philox_calls : 0.0,
-           n.peak_device_bytes, n.largest_buffer_bytes);
+           n.peak_device_bytes, n.largest_buffer_bytes, n.xent_read_bytes, n.xent_reread_bytes,
+           n.xent_write_bytes, logit_bytes > 0 ? n.xent_read_bytes / logit_bytes : 0.0,
+           logit_bytes > 0 ? n.xent_write_bytes / logit_bytes : 0.0);
     return 0;
 #else
     (void)be, (void)model, (void)position, (void)B, (void)T;

@@ -6,6 +6,7 @@
 #include "backend/blas.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "model/optim.h"
 #include "unit.h"
 
 static tupe_backend *backend(int threads)
@@ -676,9 +677,89 @@ static void params_only(void)
     tupe_backend_destroy(be);
 }
 
+/* The masked-LM head over the padded vocabulary (model/params.h): the pad rows of the word
+ * table and of the decoder's bias lie in no tensor and stay exactly 0 through training (zero
+ * gradient, zero weight, weight decay of zero); the fused classifier of a training pass
+ * gives the loss and the gradients of the unfused one bit for bit, and a logits probe after
+ * it the logits of an evaluation pass. */
+static void padded_vocabulary(void)
+{
+    tupe_backend *be = backend(2);
+    tupe_config c;
+    tupe_err e;
+    tiny(&c, TUPE_POS_TUPE_R, 1);
+    tupe_model *m[2] = {model(be, &c, 9), model(be, &c, 9)};
+    tupe_model_keep_logits(m[1], 1); /* the unfused path: xent_fwd, then xent_bwd */
+    const tupe_layout *lay = tupe_model_layout(m[0]);
+    CHECK_INT(lay->vpad, 128);
+    const tupe_param *w = tupe_layout_find(lay, "embeddings.word_embeddings.weight");
+    const tupe_param *bias = tupe_layout_find(lay, "cls.predictions.bias");
+    CHECK(w && bias);
+    size_t pads[2][2] = {{w->offset + w->numel, w->offset + 128 * 32},
+                         {bias->offset + bias->numel, bias->offset + 128}};
+    for (size_t i = 0; i < lay->count; i++) /* no tensor inside a pad */
+        for (int k = 0; k < 2; k++)
+            CHECK(lay->t[i].offset + lay->t[i].numel <= pads[k][0] || lay->t[i].offset >= pads[k][1]);
+    CHECK(lay->total >= pads[1][1]);
+    size_t total = lay->total;
+    float *p = malloc(total * sizeof *p), *g = malloc(total * sizeof *g);
+    float *g1 = malloc(total * sizeof *g1);
+    float *lt = malloc(3 * 50 * sizeof *lt), *le = malloc(3 * 50 * sizeof *le);
+    int32_t ids[NB * NT], mpos[3], mlab[3];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    tupe_adamw_cfg ac;
+    tupe_adamw_defaults(&ac);
+    ac.weight_decay = 0.1;
+    tupe_adamw *o[2];
+    for (int k = 0; k < 2; k++)
+        CHECK_INT(tupe_adamw_create(&o[k], m[k], &ac, &e), 0);
+    for (uint32_t t = 1; t <= 3; t++) {
+        tupe_step st = {4, t};
+        tupe_fwd_out out[2];
+        for (int k = 0; k < 2; k++) {
+            tupe_model_zero_grad(m[k]);
+            fwd(m[k], &b, &st, &out[k]);
+            if (t == 1) /* the logits probed after the training pass, fused or not */
+                CHECK_INT(tupe_model_probe(m[k], TUPE_PROBE_LOGITS, 0, k ? le : lt, 3 * 50, &e), 0);
+            CHECK_INT(tupe_model_backward(m[k], &e), 0);
+        }
+        CHECK(out[0].loss == out[1].loss && out[0].correct == out[1].correct);
+        be->download(be, g, tupe_model_grads(m[0]), total, TUPE_F32);
+        be->download(be, g1, tupe_model_grads(m[1]), total, TUPE_F32);
+        CHECK(memcmp(g, g1, total * sizeof *g) == 0);
+        if (t == 1)
+            CHECK(memcmp(lt, le, 3 * 50 * sizeof *lt) == 0);
+        for (int k = 0; k < 2; k++)
+            tupe_adamw_step(o[k], 1e-2, tupe_grad_norm(m[k]));
+    }
+    tupe_model_params_get(m[0], p);
+    int nonzero = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = pads[k][0]; i < pads[k][1]; i++)
+            nonzero += p[i] != 0 || g[i] != 0;
+    CHECK_INT(nonzero, 0);
+    /* an evaluation pass's logits are the training pass's (no dropout here) */
+    tupe_fwd_out ev;
+    fwd(m[1], &b, NULL, &ev);
+    CHECK_INT(tupe_model_probe(m[1], TUPE_PROBE_LOGITS, 0, le, 3 * 50, &e), 0);
+    tupe_step st = {4, 9};
+    tupe_fwd_out tr;
+    tupe_model_keep_logits(m[1], 0);
+    fwd(m[1], &b, &st, &tr);
+    CHECK_INT(tupe_model_probe(m[1], TUPE_PROBE_LOGITS, 0, lt, 3 * 50, &e), 0);
+    CHECK(memcmp(lt, le, 3 * 50 * sizeof *lt) == 0);
+    for (int k = 0; k < 2; k++) {
+        tupe_adamw_free(o[k]);
+        tupe_model_free(m[k]);
+    }
+    free(p), free(g), free(g1), free(lt), free(le);
+    tupe_backend_destroy(be);
+}
+
 UNIT_MAIN(T(cls_reset_tupe_a), T(no_reset_tupe_a_tie), T(cls_reset_tupe_r),
           T(no_reset_tupe_r_tie), T(bucket_table), T(bias_per_variant),
           T(input_has_no_position), T(bert_base_counts), T(dropout_rate_and_threads),
           T(model_same_for_any_thread_count),
           T(split_products_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused), T(params_only),
-          T(alibi_slopes_and_bias), T(rope_layouts_are_a_permutation), T(nope_knows_no_position))
+          T(alibi_slopes_and_bias), T(rope_layouts_are_a_permutation), T(nope_knows_no_position), T(padded_vocabulary))
