@@ -19,7 +19,7 @@ run env WORLD_SIZE=2 RANK=5 $P
 [ $rc = 2 ] && has $T/err "inconsistent rank environment"
 verdict "a rank outside the world is refused"
 # Without MPI: a for loop of ranks meeting at MASTER_ADDR:MASTER_PORT or through a file.
-port=$((20000 + ($$ * 11 + RANDOM) % 30000))
+port=$((20000 + ($$ * 11 + RANDOM) % 12000))
 loop() { # N VAR=VALUE...: N ranks of tupe-commtest; rc: 0 when all succeeded
     local n=$1 r pids=()
     shift

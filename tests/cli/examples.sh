@@ -51,7 +51,7 @@ mkdir -p $T/dp && cd $T/dp || exit 1
 small_world 4 200 1 tupe-r >/dev/null 2>&1
 dp=(--data $T/dp/shards --model $T/dp/m.json --batch 8 --steps 4 --warmup 1 --save-every 2
     --eval-every 0 --threads 1 --device cpu -q)
-port=$((20000 + ($$ * 17 + RANDOM) % 30000))
+port=$((20000 + ($$ * 17 + RANDOM) % 12000))
 tupe-pretrain train "${dp[@]}" -o one --micro-batch 4
 run env MASTER_PORT=$port TUPE_COMM_TIMEOUT=30 $TUPE_SRC/share/tupe/examples/pretrain-ranks.sh 2 \
     tupe-pretrain train "${dp[@]}" -o loop

@@ -293,7 +293,7 @@ verdict "a micro-batch that does not divide the batch: usage error"
 # The launcher's world size against what the run can use, before any rank is waited for: a
 # batch of 8 does not divide among 65536 ranks (no rank 1 is ever started here).
 start=$(date +%s)
-run timeout 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 30000)) RANK=0 WORLD_SIZE=65536 \
+run timeout 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 12000)) RANK=0 WORLD_SIZE=65536 \
     TUPE_COMM_TIMEOUT=30 $P train "${common[@]}" -o $T/ws --steps 2
 [ $rc = 2 ] && has $T/err "--batch 8 is not a multiple of the 65536 ranks" && [ ! -e $T/ws ] &&
     [ $(($(date +%s) - start)) -lt 20 ]

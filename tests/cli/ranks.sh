@@ -14,8 +14,9 @@ printf '{"position": "tupe-r", "hidden_size": 32, "num_hidden_layers": 2, "num_a
  "intermediate_size": 64, "max_position_embeddings": 64}\n' >m2.json
 common=(--data $T/shards --model $T/m2.json --batch 8 --warmup 2 --lr 5e-3 --log-every 1
         --eval-every 0 --save-every 0 --threads 1 --steps 6 --bucket-mb 0.01 -q)
-# A port for this test's rank 0 (tests run side by side).
-port=$((20000 + ($$ * 7 + RANDOM) % 30000))
+# A port for this test's rank 0 (tests run side by side), below the kernel's ephemeral range
+# (32768 and up), where the ranks' own listening ports (TCP mesh) and every client port come from.
+port=$((20000 + ($$ * 7 + RANDOM) % 12000))
 export TUPE_COMM_TIMEOUT=30
 
 # ranks N VAR=VALUE... -- ARGS...: N ranks of tupe-pretrain train started by a loop, each with

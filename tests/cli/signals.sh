@@ -29,7 +29,7 @@ bad=$(awk '$2 != 0' $T/rcs | tr '\n' ' ')
 [ "$(wc -l <$T/rcs)" = 24 ] && [ -z "$bad" ]
 rc="tries that lost their checkpoint: ${bad:-none}"; verdict "timeout -s TERM, 24 tries: each finishes its step, checkpoints and exits 0"
 # Two ranks, each under its own timeout (both signalled twice, as Slurm signals every task).
-port=$((20000 + ($$ * 7 + RANDOM) % 30000))
+port=$((20000 + ($$ * 7 + RANDOM) % 12000))
 : >$T/rcs2
 for i in 0 1 2 3 4 5; do
     for r in 0 1; do

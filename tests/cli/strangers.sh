@@ -7,7 +7,7 @@
 # Loopback only; every wait bounded.
 . "$(dirname "$0")/lib.sh"
 P=$TUPE_BUILD/tests/tupe-commtest
-port=$((20000 + ($$ * 13 + RANDOM) % 30000))
+port=$((20000 + ($$ * 13 + RANDOM) % 12000))
 S1=0123456789abcdef-one S2=0123456789abcdef-two
 
 # listening PORT: the local addresses (hex, as /proc/net/tcp writes them) listening on PORT.

@@ -211,7 +211,7 @@ ranks_setup() { # DIR
     RC=(-q --data "$1/shards" --model "$1/m2.json" --batch 8 --steps 4 --warmup 2 --lr 1e-3
         --save-every 0 --eval-every 0 --eval-sequences 8 --log-every 1 --threads 1 --bucket-mb 0.01
         --precision fp32)
-    RPORT=$((20000 + ($$ * 13 + RANDOM) % 30000))
+    RPORT=$((20000 + ($$ * 13 + RANDOM) % 12000))
 }
 
 # for_ranks N OUT VAR=VALUE... -- ARGS...: N ranks started by a loop (RANK, WORLD_SIZE,
