@@ -26,8 +26,9 @@ for round in 0 1 2 3 4 5 6 7; do
     wait
 done
 bad=$(awk '$2 != 0' $T/rcs | tr '\n' ' ')
+rc="tries that lost their checkpoint: ${bad:-none}"
 [ "$(wc -l <$T/rcs)" = 24 ] && [ -z "$bad" ]
-rc="tries that lost their checkpoint: ${bad:-none}"; verdict "timeout -s TERM, 24 tries: each finishes its step, checkpoints and exits 0"
+verdict "timeout -s TERM, 24 tries: each finishes its step, checkpoints and exits 0"
 # Two ranks, each under its own timeout (both signalled twice, as Slurm signals every task).
 port=$((20000 + ($$ * 7 + RANDOM) % 30000))
 : >$T/rcs2
@@ -42,6 +43,7 @@ for i in 0 1 2 3 4 5; do
     echo "$i $a $b" >>$T/rcs2
 done
 bad=$(awk '$2 != 0 || $3 != 0' $T/rcs2 | tr '\n' ' ')
+rc="tries that failed: ${bad:-none}"
 [ -z "$bad" ]
-rc="tries that failed: ${bad:-none}"; verdict "2 ranks under timeout -s TERM, 6 tries: both ranks checkpoint and exit 0"
+verdict "2 ranks under timeout -s TERM, 6 tries: both ranks checkpoint and exit 0"
 exit $_failed

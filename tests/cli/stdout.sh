@@ -17,9 +17,10 @@ verdict "setup: shards, a checkpoint, a run, a sweep, a fine-tuned checkpoint"
 
 # full CMD...: CMD with standard output on /dev/full must fail with 74 and say so.
 full() {
+    local name; name=$(echo "${*:1:3}" | sed "s|$T/||g")
     run sh -c '"$@" >/dev/full' _ "$@"
     [ $rc = 74 ] && has $T/err "(stdout): write failed"
-    verdict "$(echo "${*:1:3}" | sed "s|$T/||g") ... >/dev/full: exit 74"
+    verdict "$name ... >/dev/full: exit 74"
 }
 full tupe-tokenize encode --format text --vocab $V text.txt
 full tupe-tokenize encode --format tokens --vocab $V text.txt
