@@ -13,10 +13,15 @@ cat >$T/m.json <<'J'
  "intermediate_size": 32, "max_position_embeddings": 64}
 J
 common=(--data $T/shards --model $T/m.json --batch 4 --log-every 1000 --eval-every 0 --save-every 0 --threads 1 --steps 10000000)
-# try I: one run under `timeout -s TERM 2`; "I RC" into $T/rcs, and whether it left a checkpoint.
+# try I: one run under timeout(1), which passes the SIGTERM it is sent on as it does its own
+# (to the program, then to its group) once the run trains: a signal before the first step ends
+# the run as tupe(7) says (130, nothing to keep), and a loaded machine can take seconds to start
+# it. "I RC" into $T/rcs, and whether it left a checkpoint.
 try() {
-    timeout --preserve-status -s TERM 2 $P train "${common[@]}" -o $T/r$1 >/dev/null 2>$T/err.$1
-    local s=$?
+    timeout --preserve-status -s TERM 600 $P train "${common[@]}" --log-every 1 -o $T/r$1 >/dev/null 2>$T/err.$1 &
+    local t=$! s i
+    for i in $(seq 1 1500); do [ -s $T/r$1/metrics.jsonl ] && break; sleep 0.2; done
+    kill -TERM $t; wait $t; s=$?
     [ -n "$(ls $T/r$1/checkpoints 2>/dev/null)" ] || s="$s-no-checkpoint"
     echo "$1 $s" >>$T/rcs
 }
