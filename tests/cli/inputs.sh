@@ -13,8 +13,9 @@ $MT init --vocab-size 100 --position bert-a -o cka
 # ---- devices and endless streams: refused at once, by what their header declares -------------
 quick() { # quick CMD...: refused with 65 (or 66) within 20 s, whatever the input's size
     run timeout 20 "$@"
+    local name; name=$(echo "$*" | sed "s|$T/||g; s|$TUPE_SRC/||g")
     { [ $rc = 65 ] || [ $rc = 66 ]; } && [ -s $T/err ]
-    verdict "$(echo "$*" | sed "s|$T/||g; s|$TUPE_SRC/||g") : refused at once ($rc)"
+    verdict "$name : refused at once ($rc)"
 }
 quick tupe-convert info /dev/zero
 quick tupe-convert npy /dev/zero -o z1
@@ -105,7 +106,10 @@ run tupe-attnviz decomp nanq --vocab $V --text "w5 w6" -o fn3
 verdict "attnviz decomp: the same"
 
 # ---- a missing input is 66 in every program ----------------------------------------------------
-miss() { run "$@"; [ $rc = 66 ]; verdict "$(echo "$*" | sed "s|$T/||g; s|$TUPE_SRC/||g; s|$TUPE_DATA/||g"): 66"; }
+miss() {
+    local name; name=$(echo "$*" | sed "s|$T/||g; s|$TUPE_SRC/||g; s|$TUPE_DATA/||g")
+    run "$@"; [ $rc = 66 ]; verdict "$name: 66"
+}
 miss tupe-glue submit --predictions nope -o s.zip
 miss tupe-glue info --task RTE --data nope
 miss tupe-glue score --task RTE --data $G nope.tsv

@@ -159,15 +159,15 @@ nod=(--dropout 0 --attention-dropout 0)
 run $P train "${common[@]}" "${nod[@]}" -o $T/c --steps 6
 run $P train "${common[@]}" "${nod[@]}" -o $T/d --steps 6 --micro-batch 2
 run $TESTTOOL st-diff $T/c/checkpoints/step-00000006/model.safetensors $T/d/checkpoints/step-00000006/model.safetensors
-awk '{ exit !($2 < 1e-5) }' $T/out
-verdict "4 micro-batches of 2 give the weights of one batch of 8 ($(cat $T/out))"
+d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+verdict "4 micro-batches of 2 give the weights of one batch of 8 ($d)"
 if have_mpi; then
     mpi_run -np 2 $P train "${common[@]}" "${nod[@]}" --threads 1 -o $T/e --steps 6
     [ $rc = 0 ] && [ -d $T/e/checkpoints/step-00000006 ]
     verdict "mpirun -np 2 trains (rank 0 writes the run)"
     run $TESTTOOL st-diff $T/c/checkpoints/step-00000006/model.safetensors $T/e/checkpoints/step-00000006/model.safetensors
-    awk '{ exit !($2 < 1e-5) }' $T/out
-    verdict "two ranks give the weights of one process with the same global batch ($(cat $T/out))"
+    d=$(cat $T/out); awk '{ exit !($2 < 1e-5) }' $T/out
+    verdict "two ranks give the weights of one process with the same global batch ($d)"
 else
     skip "mpirun -np 2 trains (rank 0 writes the run)" "$NO_MPI"
     skip "two ranks give the weights of one process with the same global batch" "$NO_MPI"

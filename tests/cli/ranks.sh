@@ -167,10 +167,10 @@ env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=1 TUPE_FAULT=train
 pids+=($!)
 t0=$(date +%s)
 wait ${pids[0]}; rc=$?; wait ${pids[1]}; rc1=$?
-cp $T/err.0 $T/err
-[ $rc = 1 ] && [ $rc1 = 137 ] && has $T/err "rank 1 exited or was killed" && [ $(($(date +%s) - t0)) -lt 20 ] &&
+dt=$(($(date +%s) - t0)); cp $T/err.0 $T/err
+[ $rc = 1 ] && [ $rc1 = 137 ] && has $T/err "rank 1 exited or was killed" && [ $dt -lt 20 ] &&
     [ -d kill/checkpoints/step-00000004 ] && [ ! -d kill/checkpoints/step-00000006 ]
-verdict "rank 1 killed mid-step: rank 0 stops (1) at once, naming it ($(($(date +%s) - t0)) s)"
+verdict "rank 1 killed mid-step: rank 0 stops (1) at once, naming it ($dt s)"
 ranks 2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port -- "${common[@]}" -o kill --save-every 2 --resume
 [ $rc = 0 ] && same one4 kill
 verdict "... and --resume of both ranks ends with the weights of one uninterrupted process"
@@ -183,11 +183,11 @@ pids+=($!)
 for i in $(seq 1 100); do [ -s stop/metrics.jsonl ] && break; sleep 0.1; done
 kill -STOP ${pids[1]}
 t0=$(date +%s)
-wait ${pids[0]}; rc=$?
+wait ${pids[0]}; rc=$?; dt=$(($(date +%s) - t0))
 kill -KILL ${pids[1]}; kill -CONT ${pids[1]}; wait ${pids[1]}
 cp $T/err.0 $T/err
-[ $rc = 1 ] && has $T/err "rank 1 stopped responding: not a word from it for 3 s" && [ $(($(date +%s) - t0)) -lt 10 ]
-verdict "rank 1 stopped (SIGSTOP): rank 0 stops after TUPE_COMM_TIMEOUT=3, naming it ($(($(date +%s) - t0)) s)"
+[ $rc = 1 ] && has $T/err "rank 1 stopped responding: not a word from it for 3 s" && [ $dt -lt 10 ]
+verdict "rank 1 stopped (SIGSTOP): rank 0 stops after TUPE_COMM_TIMEOUT=3, naming it ($dt s)"
 t0=$(date +%s)
 run env TUPE_COMM_TIMEOUT=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 $P train "${common[@]}" -o never
 [ $rc = 1 ] && has $T/err "rank 1 of 2 did not come within 2 s" && [ ! -d never ]

@@ -7,19 +7,21 @@
 rules_setup
 
 small_world 4 200 1 tupe-r
+$MT init --vocab-size 100 --position bert-a -o cka   # decomp draws an absolute-position model
 tupe-pretrain train -q --data shards --model m.json --batch 4 --steps 1 --warmup 1 --eval-every 0 --threads 2 -o run
 ft=(--task RTE --data $G --checkpoint ck --vocab $V --max-len 32 --epochs 1 --max-train 8 --max-dev 4 --threads 2)
 tupe-glue sweep -q "${ft[@]}" -o sweeps/RTE --lr-grid 1e-3 --seeds 1 >/dev/null
 tupe-glue train -q "${ft[@]}" -o ft >/dev/null
-{ printf 'index\tprediction\n'; for i in $(seq 0 276); do printf '%d\tentailment\n' $i; done; } >rte.tsv
+{ printf 'index\tprediction\n'; for i in $(seq 0 99); do printf '%d\tentailment\n' $i; done; } >rte.tsv
 [ -s sweeps/RTE/sweep.json ] && [ -s ft/best/model.safetensors ] && [ -s run/checkpoints/step-00000001/model.safetensors ]
 verdict "setup: shards, a checkpoint, a run, a sweep, a fine-tuned checkpoint"
 
 # full CMD...: CMD with standard output on /dev/full must fail with 74 and say so.
 full() {
+    local name; name=$(echo "${*:1:3}" | sed "s|$T/||g")
     run sh -c '"$@" >/dev/full' _ "$@"
     [ $rc = 74 ] && has $T/err "(stdout): write failed"
-    verdict "$(echo "${*:1:3}" | sed "s|$T/||g") ... >/dev/full: exit 74"
+    verdict "$name ... >/dev/full: exit 74"
 }
 full tupe-tokenize encode --format text --vocab $V text.txt
 full tupe-tokenize encode --format tokens --vocab $V text.txt
@@ -49,7 +51,7 @@ full tupe-convert npy ck -t encoder.layer.0.output.dense.weight -o -
 full tupe-attnviz pos ck --term
 full tupe-attnviz pos ck --view abs -o -
 full tupe-attnviz attn ck --vocab $V --text "w5 w6 w7" --term --layers 0
-full tupe-attnviz decomp ck --vocab $V --text "w5 w6 w7" --term
+full tupe-attnviz decomp cka --vocab $V --text "w5 w6 w7" --term
 
 # Help, version and completion of every program and subcommand.
 for p in tupe-tokenize tupe-shard tupe-pretrain tupe-glue tupe-convert tupe-attnviz; do
