@@ -103,6 +103,14 @@ static int send_frame(int fd, uint32_t type, int rank, const void *payload, size
     return send_all(fd, h, HDR) || (len && send_all(fd, payload, len)) ? -1 : 0;
 }
 
+/* How long a data transfer waits without progress: TUPE_COMM_TIMEOUT and two beats more, so
+ * that a rank that went silent (stopped, its machine gone) is named by the watching thread,
+ * which hears every rank's beats, and this wait's message is only the fallback. */
+static double data_timeout(const tupe_rdzv *z)
+{
+    return z->timeout + 2 * z->beat;
+}
+
 /* Moves n bytes through fd (sending or receiving) while watching for a failure and for
  * `timeout` seconds without progress; `peer` names the other end for the messages. */
 static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *peer, tupe_err *e)
@@ -120,7 +128,7 @@ static int move(tupe_rdzv *z, int fd, void *buf, size_t n, int out, const char *
         if (why)
             return tupe_fail(e, TUPE_EFAIL, "%s", why);
         if (r <= 0) {
-            double t = z ? z->timeout : 30;
+            double t = z ? data_timeout(z) : 30;
             if (tupe_now() - last > t) {
                 char behind[300] = "";
                 if (z)
@@ -293,18 +301,20 @@ static void *watch(void *arg)
         if (now >= next) {
             next = now + z->beat;
             beat(z);
-            for (int k = z->rank == 0 ? 1 : 0; k < (z->rank == 0 ? z->world : 1); k++) {
-                pthread_mutex_lock(&z->mu);
-                int silent = z->ctl[k] >= 0 && !(z->rank == 0 && z->bye[k]) &&
-                             now - z->heard[k] > z->timeout;
-                pthread_mutex_unlock(&z->mu);
-                if (silent) {
-                    char why[200];
-                    snprintf(why, sizeof why, "rank %d stopped responding: not a word from it "
-                             "for %.0f s (TUPE_COMM_TIMEOUT; stopped, or its machine gone?)",
-                             z->rank == 0 ? k : 0, z->timeout);
-                    failure(z, why);
-                }
+        }
+        /* silence is looked for at every wake-up (200 ms), not only at a beat: the watcher,
+         * which hears every rank, must name a silent rank before a data wait gives up */
+        for (int k = z->rank == 0 ? 1 : 0; k < (z->rank == 0 ? z->world : 1); k++) {
+            pthread_mutex_lock(&z->mu);
+            int silent = z->ctl[k] >= 0 && !(z->rank == 0 && z->bye[k]) &&
+                         now - z->heard[k] > z->timeout;
+            pthread_mutex_unlock(&z->mu);
+            if (silent) {
+                char why[200];
+                snprintf(why, sizeof why, "rank %d stopped responding: not a word from it "
+                         "for %.0f s (TUPE_COMM_TIMEOUT; stopped, or its machine gone?)",
+                         z->rank == 0 ? k : 0, z->timeout);
+                failure(z, why);
             }
         }
     }
@@ -1218,11 +1228,11 @@ int tupe_rdzv_sendrecv(tupe_rdzv *z, int to, const void *out, size_t nout, int f
         if (why)
             return tupe_fail(e, TUPE_EFAIL, "%s", why);
         if (r <= 0) {
-            if (tupe_now() - last > z->timeout) {
+            if (tupe_now() - last > data_timeout(z)) {
                 char behind[300] = "";
                 tupe_rdzv_behind(z, behind, sizeof behind);
                 return tupe_fail(e, TUPE_EFAIL, "no word from rank %d for %.0f s (TUPE_COMM_TIMEOUT)%s%s",
-                                 so < to_n ? to : from, z->timeout, behind[0] ? "; " : "", behind);
+                                 so < to_n ? to : from, data_timeout(z), behind[0] ? "; " : "", behind);
             }
             continue;
         }
