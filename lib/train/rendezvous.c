@@ -103,12 +103,13 @@ static int send_frame(int fd, uint32_t type, int rank, const void *payload, size
     return send_all(fd, h, HDR) || (len && send_all(fd, payload, len)) ? -1 : 0;
 }
 
-/* How long a data transfer waits without progress: TUPE_COMM_TIMEOUT and two beats more, so
- * that a rank that went silent (stopped, its machine gone) is named by the watching thread,
- * which hears every rank's beats, and this wait's message is only the fallback. */
+/* How long a data transfer waits without progress: TUPE_COMM_TIMEOUT, and once the watching
+ * thread runs two beats more, so that a rank that went silent (stopped, its machine gone) is
+ * named by the watcher, which hears every rank's beats, and this wait's message is only the
+ * fallback. */
 static double data_timeout(const tupe_rdzv *z)
 {
-    return z->timeout + 2 * z->beat;
+    return z->timeout + (z->th_running ? 2 * z->beat : 0);
 }
 
 /* Moves n bytes through fd (sending or receiving) while watching for a failure and for

@@ -271,8 +271,9 @@ run $C import --from hf $DB/hf-deberta -o $T/db -v
     has $T/info '"type_vocab_size":2' && has $T/info '"layer_norm_eps":1e-7'
 verdict "import a DebertaV2ForMaskedLM saved by transformers: deberta, its buckets, token types"
 run $MT logits -c $T/db --input $F/input.safetensors --expect $DB/hf-deberta.logits.safetensors --tol 1e-5
+d=$(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out)
 [ $rc = 0 ]
-verdict "its logits equal transformers' DebertaV2ForMaskedLM ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+verdict "its logits equal transformers' DebertaV2ForMaskedLM ($d)"
 run $MT logits -c $T/db --input $RI --expect $DB/hf-deberta-types.logits.safetensors --tol 1e-5
 [ $rc = 0 ]
 verdict "... with token types too"
@@ -294,8 +295,9 @@ run $C export --to hf $DB/deberta -o $T/deberta-hf --vocab $F/vocab.txt
 [ $rc = 0 ] && files_of $T/deberta-hf | diff - $DB/deberta.files >$T/out
 verdict "deberta: the export is the DebertaV2ForMaskedLM transformers read"
 run $MT logits -c $DB/deberta --input $F/input.safetensors --expect $DB/deberta.logits.safetensors --tol 1e-4
+d=$(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out)
 [ $rc = 0 ]
-verdict "deberta: tupe's logits are transformers' DebertaV2ForMaskedLM's on its export, padded batch ($(sed -n 's/.*max abs difference \([^ ]*\).*/\1/p' $T/out))"
+verdict "deberta: tupe's logits are transformers' DebertaV2ForMaskedLM's on its export, padded batch ($d)"
 run $C import --from hf $DB/hf-deberta-cls -o $T/dbcls
 [ $rc = 65 ] && has $T/err "hf-deberta-cls: a DeBERTa classification head" && [ ! -e $T/dbcls ]
 verdict "DebertaV2ForSequenceClassification: refused (its ContextPooler), saying what to do"
