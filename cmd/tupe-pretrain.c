@@ -81,7 +81,7 @@ static const tupe_opt eval_opts[] = {
     {O_MICRO, "micro-batch", 0, TUPE_REQARG, "N", "sequences per forward pass (default: 16)", NULL},
     {O_SEED, "seed", 0, TUPE_REQARG, "N", "seed of the evaluation masks (default: 1)", NULL},
     {O_MASK_PROB, "mask-prob", 0, TUPE_REQARG, "P", "fraction of positions masked (default: 0.15)", NULL},
-    {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope, deberta; refused where a learned table has\nno rows", NULL},
+    {O_SEQLEN, "seq-len", 0, TUPE_REQARG, "N", "the first N tokens of every sequence (default:\nall); past the trained length for rope, alibi,\nnope, deberta; refused where a learned table has\nno trained rows", NULL},
     {O_POS_BUCKET, "bucket", 0, TUPE_REQARG, "W", "also the loss of every W positions (0 = none;\ndefault: 0)", NULL},
     {O_ROPE_SCALING, "rope-scaling", 0, TUPE_REQARG, "MODE:F", "RoPE's angles past the trained length: pi:F\n(positions / F) or ntk:F (base x F^(d/(d-2)))", NULL},
     {O_WRITE_PROBE, "write-probe", 0, TUPE_REQARG, "FILE", "ELECTRA: write the probe scored (the corrupted\nsequences, labels, masks; one process)", "out:file"},

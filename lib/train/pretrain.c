@@ -648,6 +648,9 @@ typedef struct tstate {
     double elapsed;
     int has_seed;                /* read from a checkpoint: whether it recorded its seed */
     uint64_t seed;
+    int64_t trained_len;         /* the longest sequences training has used, this run and the
+                                  * checkpoint it started from: a learned position table's rows
+                                  * past it never had a gradient (0: not recorded) */
 } tstate;
 
 /* What determines a run's results besides its model, data, batch and seed (checked on their
@@ -735,9 +738,37 @@ static char *state_json(const tstate *s, const run *r)
     json_object_set_new(o, "elapsed_s", json_real(s->elapsed));
     json_object_set_new(o, "world", json_integer(r->world));
     json_object_set_new(o, "recipe", recipe_json(r->o));
+    json_object_set_new(o, "trained_seq_len", json_integer(s->trained_len));
     char *txt = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return txt;
+}
+
+/* The state's trained_seq_len (0 when absent: checkpoints before it, or not tupe-pretrain's). */
+static int64_t state_trained_len(json_t *st)
+{
+    json_t *v = st ? json_object_get(st, "trained_seq_len") : NULL;
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+    return n > 0 && n <= 1 << 20 ? (int64_t)n : 0;
+}
+
+/* Evaluation past the longest sequences a learned position table was trained on would read
+ * rows that never had a gradient (their initial noise): refused, as past its last row. */
+static int check_trained_len(const run *r, const char *ckpt, const char *state, tupe_err *e)
+{
+    uint32_t len = r->crop ? r->crop : r->seq_len;
+    if (!tupe_cfg_pos_table(&r->cfg))
+        return 0;
+    json_error_t je;
+    json_t *st = state ? json_loads(state, 0, &je) : NULL;
+    int64_t n = state_trained_len(st);
+    json_decref(st);
+    if (n && len > n)
+        return tupe_fail(e, TUPE_EDATA, "%s was trained on sequences of at most %lld tokens: its "
+                         "learned position table (%s) has no trained rows past them, so it cannot "
+                         "be evaluated on %u (--seq-len; rope, alibi, nope and deberta can)", ckpt,
+                         (long long)n, tupe_position_name(r->cfg.position), len);
+    return 0;
 }
 
 static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *e)
@@ -763,6 +794,7 @@ static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *
         json_t *sd = json_object_get(o, "seed");
         s->has_seed = json_is_integer(sd);
         s->seed = s->has_seed ? (uint64_t)json_integer_value(sd) : 0;
+        s->trained_len = state_trained_len(o);
         /* The metadata carries no check of its own: refuse what no run could have written. */
         if (s->step < 0 || s->batch <= 0 || s->tokens < 0 || s->skipped < 0 ||
             s->skipped > s->step || !(s->elapsed >= 0))
@@ -984,7 +1016,7 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
         return tupe_fail(e, TUPE_EFAIL, "out of device memory for a step's sums");
     if (!t->r.electra && (rc = ahead_alloc(t, be, e)))
         return rc;
-    tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0};
+    tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0, t->r.seq_len};
     t->st = st;
     return 0;
 }
@@ -1003,6 +1035,14 @@ static int load_weights(trainer *t, tupe_err *e)
             return tupe_model_init(t->r.m, o->seed, e);
         if (!(rc = tupe_ckpt_load(o->init, t->r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
             rc = check_vocab_hash(&t->r, o->init, js, e);
+        if (!rc) { /* continued pre-training keeps what the start had trained; a start that
+                    * does not say (an imported model) leaves it unknown */
+            json_error_t je;
+            json_t *st = js ? json_loads(js, 0, &je) : NULL;
+            int64_t n = state_trained_len(st);
+            json_decref(st);
+            t->st.trained_len = n > t->st.trained_len ? n : n ? t->st.trained_len : 0;
+        }
         free(js);
         return rc;
     }
@@ -1033,6 +1073,8 @@ static int load_weights(trainer *t, tupe_err *e)
                          "damaged?)", from, (long long)saved.step);
     if (saved.data_hash != t->st.data_hash)
         return tupe_fail(e, TUPE_EDATA, "%s was trained on other shards than %s", from, o->data);
+    if (saved.trained_len && saved.trained_len < t->st.trained_len)
+        saved.trained_len = t->st.trained_len; /* unrecorded (older checkpoints) stays unknown */
     t->st = saved;
     snprintf(t->res->checkpoint, sizeof t->res->checkpoint, "%s", from);
     if (t->st.step >= o->steps) {
@@ -1633,6 +1675,7 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         char *js = NULL;
         if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
             !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
+            !(rc = check_trained_len(&r, checkpoint, js, e)) &&
             !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
             rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
                            "masked, so there is no loss (more --eval-sequences, or a larger "

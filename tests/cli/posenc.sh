@@ -85,7 +85,17 @@ run $P eval -c $T/bertr/checkpoints/step-00000001 --data $T/long --seq-len 128 -
 check "a learned position table past its rows: refused, saying so" eval '[ $rc = 65 ] &&
     has $T/err "a bert-r model'"'"'s learned position table has no rows past it"'
 run $P eval -c $T/bertr/checkpoints/step-00000001 --data $T/long --seq-len 64 --threads 2
-check "... and evaluated up to them" [ $rc = 0 ]
+check "... and past the length it was trained on (32 of its 64 rows): refused, naming both" eval '[ $rc = 65 ] &&
+    has $T/err "was trained on sequences of at most 32 tokens" && has $T/err "cannot be evaluated on 64"'
+run $P eval -c $T/bertr/checkpoints/step-00000001 --data $T/long --seq-len 32 --threads 2
+check "... and evaluated up to it" [ $rc = 0 ]
+state() { head -c 65536 "$1/model.safetensors" | tr -d '\\'; } # the header, unescaped
+check "the training state records the length trained on" eval 'state $T/bertr/checkpoints/step-00000001 | grep -q "\"trained_seq_len\":32"'
+# continued pre-training on longer sequences (BERT's second phase) trains the rows up to 64
+tupe-shard write -q -o $T/s64 --seq-len 64 --pad 0 --unk 1 --cls 2 --sep 3 --mask 4 --valid-fraction 0.1 --shards 1 $T/ids.tok
+run $P train "${common[@]/shards/s64}" --model $T/m.json --position bert-r --checkpoint $T/bertr/checkpoints/step-00000001 -o $T/bertr64 --steps 1
+run $P eval -c $T/bertr64/checkpoints/step-00000001 --data $T/long --seq-len 64 --threads 2
+check "... which --checkpoint then 64-token shards extend to 64" eval '[ $rc = 0 ] && state $T/bertr64/checkpoints/step-00000001 | grep -q "\"trained_seq_len\":64"'
 
 seq 0 99 | awk '{ print "[unused" $1 "]" }' >$T/vocab.txt
 for v in alibi nope; do
