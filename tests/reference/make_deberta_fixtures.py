@@ -46,7 +46,6 @@ import argparse
 import glob
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -55,13 +54,13 @@ import tempfile
 import numpy as np
 
 import torch
-import safetensors
 from safetensors.torch import save, load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tupe_ref as R  # noqa: E402
 import make_model_fixtures as MF  # noqa: E402
-from make_roformer_fixtures import logits as hf_logits, run, save_logits  # noqa: E402
+from make_roformer_fixtures import logits as hf_logits  # noqa: E402
+from fixture_io import run, save_logits, versions, write_versions  # noqa: E402
 
 OUT = os.path.join(R.ROOT, "tests", "fixtures", "deberta")
 K, MAXREL = 8, 12
@@ -114,14 +113,6 @@ def tupe_names(cfg):
     names["position.rel_embeddings.LayerNorm.weight"] = (D,)
     names["position.rel_embeddings.LayerNorm.bias"] = (D,)
     return names
-
-
-def versions():
-    import numpy
-    import transformers
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "safetensors": safetensors.__version__, "numpy": numpy.__version__,
-            "transformers": transformers.__version__}
 
 
 def forward(hf, batch, attentions=False):
@@ -332,10 +323,8 @@ def main():
     hf_dirs(ids, lengths, types)
     build = a.build or max(glob.glob(os.path.join(R.ROOT, "build", "*", "")), key=os.path.getmtime)
     worst = export_case(build, ids, lengths)
-    v = versions()
-    with open(os.path.join(OUT, "VERSIONS"), "w") as f:
-        f.write("".join(f"{k} {v[k]}\n" for k in sorted(v)))
-        f.write(f"export: max abs logits difference, tupe - transformers: {worst:.3g}\n")
+    write_versions(os.path.join(OUT, "VERSIONS"),
+                   f"export: max abs logits difference, tupe - transformers: {worst:.3g}")
     print(f"deberta: loss {info['loss']:.6f}, adam losses "
           f"{[round(x, 6) for x in info['adam_losses']]}")
     return 0

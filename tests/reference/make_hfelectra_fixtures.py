@@ -38,12 +38,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from fixture_io import run, save_logits, write_versions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -54,10 +55,6 @@ V = 60
 CASES = (("pair", 21, dict(embedding_size=24, generator_hidden_size=0.5), 0, "bert-a"),
          ("pair-types", 22, dict(embedding_size=32, generator_hidden_size=0.25), 2, "bert-a"),
          ("pair-tupe-r", 24, dict(embedding_size=24, generator_hidden_size=0.5), 0, "tupe-r"))
-
-
-def run(*cmd, **kw):
-    return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
 def export_files(d):
@@ -97,17 +94,10 @@ def valid_rows(model, ids, lengths, types):
     return rows.reshape(rows.shape[0], -1)
 
 
-def save_logits(path, x):
-    save_file({"logits": torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))}, path,
-              metadata={"format": "pt"})
-
-
 def main():
     from transformers import (AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining,
                               AutoModelForSequenceClassification, ElectraForMaskedLM,
                               ElectraForPreTraining, ElectraModel)
-    import safetensors
-    import transformers
 
     global OUT
     ap = argparse.ArgumentParser(description="make tests/fixtures/electra/hf")
@@ -158,12 +148,8 @@ def main():
                     stdout=subprocess.DEVNULL)
                 worst["%s %s" % (name, net)] = float(np.abs(load_file(mine)["logits"].numpy() - lg).max())
                 assert worst["%s %s" % (name, net)] <= 1e-4, worst
-    with open(os.path.join(OUT, "VERSIONS"), "w") as f:
-        f.write("python %s\ntorch %s\ntransformers %s\nsafetensors %s\nnumpy %s\n" % (
-            sys.version.split()[0], torch.__version__, transformers.__version__,
-            safetensors.__version__, np.__version__))
-        f.write("max abs logits difference, tupe - transformers: %s\n"
-                % ", ".join("%s %.3g" % kv for kv in worst.items()))
+    write_versions(os.path.join(OUT, "VERSIONS"), "max abs logits difference, tupe - transformers: %s"
+                   % ", ".join("%s %.3g" % kv for kv in worst.items()))
     print("wrote", OUT)
 
 

@@ -47,6 +47,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from fixture_io import run, save_logits, write_versions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(ROOT, "tests", "fixtures", "roformer")
@@ -85,15 +87,6 @@ def logits(model, ids, lengths, types):
     return np.concatenate([out[b, :n].numpy() for b, n in enumerate(lengths)], axis=0)
 
 
-def save_logits(path, x):
-    save_file({"logits": torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))}, path,
-              metadata={"format": "pt"})
-
-
-def run(*cmd, **kw):
-    return subprocess.run([str(c) for c in cmd], check=True, **kw)
-
-
 def export_cases(build, out, ids, lengths, types):
     """rope models -> RoFormerForMaskedLM: the export's hashes and transformers' logits."""
     sys.path.insert(0, HERE)
@@ -129,8 +122,6 @@ def export_cases(build, out, ids, lengths, types):
 
 def main():
     from transformers import RoFormerForMaskedLM, RoFormerForSequenceClassification, RoFormerModel
-    import safetensors
-    import transformers
 
     global OUT
     ap = argparse.ArgumentParser(description="make tests/fixtures/roformer")
@@ -184,12 +175,8 @@ def main():
     c.save_pretrained(os.path.join(OUT, "hf-roformer-cls"))
 
     worst = export_cases(build, OUT, ids, lengths, types)
-    with open(os.path.join(OUT, "VERSIONS"), "w") as f:
-        f.write("python %s\ntorch %s\ntransformers %s\nsafetensors %s\nnumpy %s\n" % (
-            sys.version.split()[0], torch.__version__, transformers.__version__,
-            safetensors.__version__, np.__version__))
-        f.write("export: max abs logits difference, tupe - transformers: %s\n"
-                % ", ".join("%s %.3g" % kv for kv in worst.items()))
+    write_versions(os.path.join(OUT, "VERSIONS"), "export: max abs logits difference, tupe - "
+                   "transformers: %s" % ", ".join("%s %.3g" % kv for kv in worst.items()))
     print("wrote", OUT)
 
 

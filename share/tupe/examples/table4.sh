@@ -22,7 +22,10 @@
 # STEPS, BATCH, SEQ, LR (5e-4, ELECTRA-Small's), WARMUP (STEPS / 10), VOCAB_SIZE, SEEDS
 # (pre-training seeds: "1"), RECIPE (electra: ELECTRA's optimizer for every arm), TASKS,
 # GLUE_SEEDS, GLUE_LR (1e-4), GLUE_OPTS (more tupe-glue sweep options), GLUE (a glue_data
-# directory; default the shared one when it is there; none: no fine-tuning), THREADS.
+# directory; default the shared one when it is there; none: no fine-tuning), THREADS, ARMS
+# (the arms this call runs, "electra electra-tupe mlm"; the table shows every arm run so far,
+# so two calls with different ARMS may run at once on two cores: an ELECTRA-TUPE arm's probe
+# evaluation needs the ELECTRA arm's probe, and stops, to be rerun, until it is written).
 # Fine-tuning is ELECTRA's recipe for every arm (tupe-glue --recipe electra: layer-wise decay
 # 0.8), the MLM arm included, so that only the pre-training differs.
 set -euo pipefail
@@ -66,7 +69,10 @@ THREADS=${THREADS:-0}
 th=()
 [ "$THREADS" != 0 ] && th=(--threads "$THREADS")
 MID=$((STEPS * 6 / 10))
-ARMS="electra electra-tupe mlm"
+ARMS=${ARMS:-"electra electra-tupe mlm"}
+for a in $ARMS; do
+    case $a in electra | electra-tupe | mlm) ;; *) echo "table4.sh: ARMS: no arm '$a' (electra, electra-tupe, mlm)" >&2; exit 2 ;; esac
+done
 echo "corpus: $corpus; budget $BUDGET: $MODEL, generator $GEN, $STEPS steps of $BATCH x $SEQ," \
     "seeds $SEEDS; output in $out" >&2
 
@@ -101,6 +107,8 @@ evaluate() { # CHECKPOINT ARM DIR TAG
     fi
     f=$dir/probe-$tag.json
     if [ "$arm" != mlm ] && [ ! -s "$f" ]; then
+        [ -s "$probe" ] || { echo "table4.sh: $probe is not written yet: run the electra arm" \
+            "(ARMS=electra) to its end, then this again" >&2; exit 1; }
         tupe-pretrain eval "${th[@]}" -q -c "$ck" --data "$out/shards" --format json --probe "$probe" >"$f.tmp"
         mv "$f.tmp" "$f"
     fi
