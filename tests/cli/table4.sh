@@ -27,4 +27,10 @@ verdict "the fixed probe is the ELECTRA arm's own corruption (its AUC there is i
 run env "${t4[@]}" bash $TUPE_SRC/share/tupe/examples/table4.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/t4
 [ $rc = 0 ] && has $T/err "electra-tupe seed 1: done before" && has $T/err "mlm seed 1: done before"
 verdict "table4.sh again: the finished runs are read, not redone"
+run env "${t4[@]}" ARMS="electra-tupe" bash $TUPE_SRC/share/tupe/examples/table4.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/t4b
+[ $rc = 1 ] && has $T/err "probe.bin is not written yet: run the electra arm" && [ -s $T/t4b/electra-tupe/seed-1/eval-last.json ]
+verdict "ARMS=electra-tupe alone: trains, then stops at the probe that the ELECTRA arm writes, naming it"
+run env "${t4[@]}" ARMS="electra bert" bash $TUPE_SRC/share/tupe/examples/table4.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/t4c
+[ $rc = 2 ] && has $T/err "ARMS: no arm 'bert'"
+verdict "ARMS with an unknown arm: a usage error"
 exit $_failed
