@@ -251,16 +251,21 @@ run $C export --to hf $T/ropehalf -o $T/ropehalf-hf --vocab $F/vocab.txt
     run $MT logits -c $T/ropehalf-back --input $F/input.safetensors --expect $T/ropehalf.logits --tol 1e-5
 [ $rc = 0 ]
 verdict "the half-split layout exports as RoFormer's interleaved one (rows permuted), the same function"
-sed 's/"position": "bert-a"/"position": "rope", "rope_base": 100/' $F/tiny.json >$T/rope100.json
-$MT init --model $T/rope100.json --vocab-size 60 -o $T/rope100 >/dev/null 2>&1
-run $C export --to hf $T/rope100 -o $T/rope100-hf --vocab $F/vocab.txt
-[ $rc = 2 ] && has $T/err "rope_base 100, but RoFormer" && [ ! -e $T/rope100-hf ]
-verdict "export of a rope model with another base: refused"
-sed 's/"position": "bert-a"/"position": "rope"/' $F/tiny.json >$T/ropecls.json
-$MT init --model $T/ropecls.json --vocab-size 60 --labels 2 -o $T/ropecls >/dev/null 2>&1
-run $C export --to hf $T/ropecls -o $T/ropecls-hf --vocab $F/vocab.txt
-[ $rc = 2 ] && has $T/err "RoFormerForSequenceClassification applies hidden_act" && [ ! -e $T/ropecls-hf ]
-verdict "export of a rope classifier: refused, saying why"
+# export_refused NAME SED TEXT VERDICT [init options]: tiny.json changed by SED, initialized (with
+# the options) and exported to HF: refused (exit 2) saying TEXT, nothing written
+export_refused() {
+    local n=$1 e=$2 text=$3 what=$4
+    shift 4
+    sed "$e" $F/tiny.json >$T/$n.json
+    $MT init --model $T/$n.json --vocab-size 60 "$@" -o $T/$n >/dev/null 2>&1
+    run $C export --to hf $T/$n -o $T/$n-hf --vocab $F/vocab.txt
+    [ $rc = 2 ] && has $T/err "$text" && [ ! -e $T/$n-hf ]
+    verdict "$what"
+}
+export_refused rope100 's/"position": "bert-a"/"position": "rope", "rope_base": 100/' \
+    "rope_base 100, but RoFormer" "export of a rope model with another base: refused"
+export_refused ropecls 's/"position": "bert-a"/"position": "rope"/' "RoFormerForSequenceClassification applies hidden_act" \
+    "export of a rope classifier: refused, saying why" --labels 2
 
 # ---- DeBERTa v2/v3 (tests/reference/make_deberta_fixtures.py) -------------------------------------
 DB=$TUPE_SRC/tests/fixtures/deberta
@@ -316,11 +321,8 @@ rm -rf $T/dbs && cp -r $DB/hf-deberta $T/dbs && rm $T/dbs/vocab.txt && echo x >$
 run $C import --from hf $T/dbs -o $T/dbs-ck
 [ $rc = 65 ] && has $T/err "spm.model: a SentencePiece vocabulary" && has $T/err "WordPiece" && [ ! -e $T/dbs-ck ]
 verdict "a DeBERTa with a SentencePiece vocabulary only: refused, saying so"
-sed 's/"position": "bert-a"/"position": "deberta"/' $F/tiny.json >$T/dbcls.json
-$MT init --model $T/dbcls.json --vocab-size 60 --labels 2 -o $T/dbclsck >/dev/null 2>&1
-run $C export --to hf $T/dbclsck -o $T/dbclsck-hf --vocab $F/vocab.txt
-[ $rc = 2 ] && has $T/err "a deberta model with a classification head" && [ ! -e $T/dbclsck-hf ]
-verdict "export of a deberta classifier: refused, saying why"
+export_refused dbclsck 's/"position": "bert-a"/"position": "deberta"/' "a deberta model with a classification head" \
+    "export of a deberta classifier: refused, saying why" --labels 2
 
 # ---- malformed inputs: refused with the place and what was expected -------------------------------
 bad() { # bad NAME EXPECTED-RC TEXT [import arguments...]

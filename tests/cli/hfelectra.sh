@@ -11,19 +11,7 @@ CV=$TUPE_SRC/tests/fixtures/convert
 MT=$TUPE_BUILD/tests/tupe-modeltool
 C=tupe-convert
 
-# sha256 of every file of an export's two directories, config.json without its tupe_version.
-files() {
-    local d f
-    for d in discriminator generator; do
-        for f in $(ls "$1/$d"); do
-            if [ "$f" = config.json ]; then
-                grep -v '"tupe_version"' "$1/$d/$f" | sha256sum | sed "s|[ -]*\$|  $d/$f|"
-            else
-                (cd "$1" && sha256sum "$d/$f")
-            fi
-        done
-    done
-}
+files() { export_files "$1" discriminator generator; }
 
 for case in pair pair-types pair-tupe-r; do
     run $C export --to hf $F/$case -o $T/$case-hf --vocab $CV/vocab.txt

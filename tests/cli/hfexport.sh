@@ -11,17 +11,7 @@ CV=$TUPE_SRC/tests/fixtures/convert
 MT=$TUPE_BUILD/tests/tupe-modeltool
 C=tupe-convert
 
-# sha256 of every file of an export directory, config.json without its tupe_version line.
-files() {
-    local f
-    for f in $(ls "$1"); do
-        if [ "$f" = config.json ]; then
-            grep -v '"tupe_version"' "$1/$f" | sha256sum | sed "s/ .*/  $f/"
-        else
-            (cd "$1" && sha256sum "$f")
-        fi
-    done
-}
+files() { export_files "$1"; }
 
 versions=$(ls $F/*.logits.*.safetensors | sed 's/.*\.logits\.\(.*\)\.safetensors/\1/' | sort -u)
 [ "$(echo "$versions" | wc -l)" -ge 2 ]

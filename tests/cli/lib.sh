@@ -147,3 +147,22 @@ small_world() {
     printf '{"position": "%s", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
  "intermediate_size": 32, "max_position_embeddings": 64}\n' "$4" >m.json
 }
+
+# export_files DIR [SUB...]: "sha256  name" of every file of an export directory (of its
+# subdirectories SUB, named SUB/file, when given), config.json without its tupe_version line
+# (the one line that changes with every release)
+export_files() {
+    local dir=$1 d f name
+    shift
+    for d in "${@:-.}"; do
+        for f in $(ls "$dir/$d"); do
+            name=$f
+            [ "$d" = . ] || name=$d/$f
+            if [ "$f" = config.json ]; then
+                echo "$(grep -v '"tupe_version"' "$dir/$d/$f" | sha256sum | cut -d' ' -f1)  $name"
+            else
+                echo "$(sha256sum <"$dir/$d/$f" | cut -d' ' -f1)  $name"
+            fi
+        done
+    done
+}
