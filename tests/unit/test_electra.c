@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "model/optim.h"
 #include "train/masking.h"
+#include "modelcase.h"
 #include "unit.h"
 
 static int32_t *ints(const tupe_st *st, const char *name, size_t *n)
@@ -170,14 +171,7 @@ static void parity_on(const char *bename, double tol, double ltol)
         return;
     }
     const tupe_layout *lay = tupe_model_layout(m);
-    size_t nparam = 0;
-    for (size_t i = 0; i < tupe_st_count(st); i++)
-        if (strncmp(tupe_st_at(st, i)->name, "param.", 6) == 0) {
-            nparam++;
-            CHECK_MSG(tupe_layout_find(lay, tupe_st_at(st, i)->name + 6) != NULL,
-                      "fixture tensor %s is not a parameter of ours", tupe_st_at(st, i)->name);
-        }
-    CHECK_INT(nparam, lay->count);
+    check_fixture_params(st, lay, "the ELECTRA fixture");
     load_params(m, st);
     json_t *nz = json_loads(nj, 0, NULL);
     tupe_batch b;
@@ -311,14 +305,7 @@ static void gradcheck(int position, int untie, double dropout)
     const tupe_layout *lay = tupe_model_layout(m);
     tupe_rng r;
     tupe_rng_init(&r, 99, 0, 0, TUPE_RNG_USER);
-    for (size_t i = 0; i < lay->count; i++) {
-        const tupe_param *p = &lay->t[i];
-        double *v = malloc(p->numel * sizeof *v);
-        for (size_t j = 0; j < p->numel; j++)
-            v[j] = (p->init == TUPE_INIT_ONE ? 1.0 : 0.0) + 0.3 * tupe_rng_normal(&r);
-        tupe_model_set_f64(m, p->name, v, p->numel, &e);
-        free(v);
-    }
+    perturb_params(m, &r);
     int32_t ids[GB * GT], mpos[8], mlab[8];
     for (int i = 0; i < GB * GT; i++)
         ids[i] = 5 + (int32_t)tupe_rng_below(&r, GV - 5);

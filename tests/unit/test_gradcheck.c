@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "modelcase.h"
 #include "unit.h"
 
 typedef struct gcase {
@@ -96,15 +97,7 @@ static void check_case(const gcase *k)
     const tupe_layout *lay = tupe_model_layout(m);
     tupe_rng r;
     tupe_rng_init(&r, 99, 0, 0, TUPE_RNG_USER);
-    /* Perturb every tensor (LayerNorm and biases too) so that no path is trivially 0 or 1. */
-    for (size_t i = 0; i < lay->count; i++) {
-        const tupe_param *p = &lay->t[i];
-        double *v = malloc(p->numel * sizeof *v);
-        for (size_t j = 0; j < p->numel; j++)
-            v[j] = (p->init == TUPE_INIT_ONE ? 1.0 : 0.0) + 0.3 * tupe_rng_normal(&r);
-        tupe_model_set_f64(m, p->name, v, p->numel, &e);
-        free(v);
-    }
+    perturb_params(m, &r);
     int32_t ids[B * T], types[B * T], mpos[8], mlab[8], labels[B];
     float targets[B];
     for (int i = 0; i < B * T; i++) {

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/optim.h"
 #include "model/posenc.h"
+#include "modelcase.h"
 #include "unit.h"
 
 static char fixture[4096];
@@ -142,16 +143,7 @@ static void run_case_in(const char *dir, const char *cs)
         return;
     }
     const tupe_layout *lay = tupe_model_layout(m);
-    /* The fixture's parameters are exactly the model's. */
-    size_t nparam = 0;
-    for (size_t i = 0; i < tupe_st_count(st); i++)
-        if (strncmp(tupe_st_at(st, i)->name, "param.", 6) == 0) {
-            nparam++;
-            CHECK_MSG(tupe_layout_find(lay, tupe_st_at(st, i)->name + 6) != NULL,
-                      "%s: fixture tensor %s is not a parameter of ours", cs,
-                      tupe_st_at(st, i)->name);
-        }
-    CHECK_INT(nparam, lay->count);
+    check_fixture_params(st, lay, cs); /* the fixture's parameters are exactly the model's */
     for (size_t i = 0; i < lay->count; i++) {
         const tupe_param *p = &lay->t[i];
         char name[128];
