@@ -1,5 +1,5 @@
-/* What the model tests share about their cases: perturbed parameters for finite differences,
- * and a fixture's parameters matched against the model's layout. */
+/* What the model tests share about their cases: perturbed parameters and central differences
+ * for gradient checks, and a fixture's parameters matched against the model's layout. */
 #ifndef TUPE_TEST_MODELCASE_H
 #define TUPE_TEST_MODELCASE_H
 
@@ -40,6 +40,34 @@ static inline void check_fixture_params(const tupe_st *st, const tupe_layout *la
                       tupe_st_at(st, i)->name);
         }
     CHECK_INT(nparam, lay->count);
+}
+
+/* The loss of one forward pass. */
+static inline double loss_of(tupe_model *m, const tupe_batch *b, const tupe_step *st)
+{
+    tupe_fwd_out o;
+    tupe_err e;
+    int rc = tupe_model_forward(m, b, st, &o, &e);
+    CHECK_MSG(rc == 0, "forward: %s", e.msg);
+    return o.loss;
+}
+
+/* The central difference (L(v_j + h) - L(v_j - h)) / 2h of the loss in element j of parameter
+ * `name`, whose n values are v (left as they were, in v and in the model). */
+static inline double central_diff(tupe_model *m, const char *name, double *v, size_t n, size_t j,
+                                  double h, const tupe_batch *b, const tupe_step *st)
+{
+    tupe_err e;
+    double keep = v[j], lp, lm;
+    v[j] = keep + h;
+    CHECK_INT(tupe_model_set_f64(m, name, v, n, &e), 0);
+    lp = loss_of(m, b, st);
+    v[j] = keep - h;
+    CHECK_INT(tupe_model_set_f64(m, name, v, n, &e), 0);
+    lm = loss_of(m, b, st);
+    v[j] = keep;
+    CHECK_INT(tupe_model_set_f64(m, name, v, n, &e), 0);
+    return (lp - lm) / (2 * h);
 }
 
 #endif

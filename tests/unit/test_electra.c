@@ -277,15 +277,6 @@ static void pair_config(tupe_config *c, int position, int untie, double dropout)
     c->max_rel_pos = 6;
 }
 
-static double loss_of(tupe_model *m, const tupe_batch *b, const tupe_step *st)
-{
-    tupe_fwd_out o;
-    tupe_err e;
-    int rc = tupe_model_forward(m, b, st, &o, &e);
-    CHECK_MSG(rc == 0, "forward: %s", e.msg);
-    return o.loss;
-}
-
 static void gradcheck(int position, int untie, double dropout)
 {
     tupe_backend *be;
@@ -354,16 +345,7 @@ static void gradcheck(int position, int untie, double dropout)
             pick[t] = (size_t)tupe_rng_below64(&r, p->numel);
         for (int q = 0; q < 4; q++) {
             size_t j = pick[q];
-            double keep = v[j];
-            v[j] = keep + h;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double lp = loss_of(m, &b, sp);
-            v[j] = keep - h;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double lm = loss_of(m, &b, sp);
-            v[j] = keep;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double fd = (lp - lm) / (2 * h);
+            double fd = central_diff(m, p->name, v, p->numel, j, h, &b, sp);
             checked++;
             CHECK_MSG(fabs(fd - g[j]) <= 1e-7 + 1e-6 * fabs(fd), "%s: %s[%zu]: analytic %.10g, "
                       "finite difference %.10g", tupe_position_name(position), p->name, j, g[j], fd);

@@ -69,15 +69,6 @@ static void make_config(tupe_config *c, const gcase *k)
     c->rope_base = 50; /* angles that turn far within T = 9 */
 }
 
-static double loss_of(tupe_model *m, const tupe_batch *b, const tupe_step *st)
-{
-    tupe_fwd_out o;
-    tupe_err e;
-    int rc = tupe_model_forward(m, b, st, &o, &e);
-    CHECK_MSG(rc == 0, "forward: %s", e.msg);
-    return o.loss;
-}
-
 static void check_case(const gcase *k)
 {
     tupe_backend *be;
@@ -153,16 +144,7 @@ static void check_case(const gcase *k)
             pick[np++] = (size_t)tupe_rng_below64(&r, p->numel);
         for (int q = 0; q < np; q++) {
             size_t j = pick[q];
-            double keep = v[j];
-            v[j] = keep + h;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double lp = loss_of(m, &b, sp);
-            v[j] = keep - h;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double lm = loss_of(m, &b, sp);
-            v[j] = keep;
-            tupe_model_set_f64(m, p->name, v, p->numel, &e);
-            double fd = (lp - lm) / (2 * h);
+            double fd = central_diff(m, p->name, v, p->numel, j, h, &b, sp);
             double err = fabs(fd - g[j]);
             checked++;
             if (err > 1e-7 + 1e-6 * fabs(fd)) {
