@@ -20,6 +20,7 @@ struct drop_masks {
 /* m[k] = keep bits of block (base >> 3) + k, k < nb. */
 __global__ void k_drop_bits(uint8_t *m, dropk d, size_t nb)
 {
+    dpar(d);
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < nb)
         m[k] = (uint8_t)keep8(d, (d.base >> 3) + k);
