@@ -6,8 +6,13 @@
 template <class T>
 __global__ void k_adamw(T *p, const T *g, float *m, float *v, float *master, size_t n, float b1,
                         float b2, float eps, float gs, float decay, float step, int vec,
-                        const double *sumsq, double clip, int tf)
+                        const double *sumsq, double clip, int tf, const double *par, double sc,
+                        double wd)
 {
+    if (par) { /* the step's parameter block: the host's doubles, rounded as the host does */
+        decay = (float)(par[TUPE_PAR_LR] * sc * wd);
+        step = (float)(par[TUPE_PAR_STEP_SIZE] * sc);
+    }
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (i0 >= n)
         return;
@@ -48,16 +53,18 @@ void cu_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tup
         return;
     float b1 = (float)a->beta1, b2 = (float)a->beta2, eps = (float)a->eps, gs = (float)a->gscale;
     float decay = (float)(a->lr * a->wd), step = (float)a->step_size;
+    const double *par = (const double *)a->par;
     int vec = al16(p) && al16(g) && al16(m) && al16(v) && (!master || al16(master));
     unsigned nb = nblocks((n + VE - 1) / VE, 256);
     if (pr->bf16)
         k_adamw<bf16><<<nb, 256, 0, pr->s>>>((bf16 *)p, (const bf16 *)g, (float *)m, (float *)v,
                                              (float *)master, n, b1, b2, eps, gs, decay, step,
-                                             vec, (const double *)sumsq, a->clip, a->clip_tf);
+                                             vec, (const double *)sumsq, a->clip, a->clip_tf,
+                                             par, a->sc, a->wd);
     else
         k_adamw<float><<<nb, 256, 0, pr->s>>>((float *)p, (const float *)g, (float *)m,
                                               (float *)v, (float *)master, n, b1, b2, eps, gs,
                                               decay, step, vec, (const double *)sumsq, a->clip,
-                                              a->clip_tf);
+                                              a->clip_tf, par, a->sc, a->wd);
     LAUNCHED("k_adamw");
 }

@@ -105,6 +105,7 @@ __global__ void k_flash_fwd(T *ctx, float *lse, const T *qkv, const float *bias,
                             size_t bstride, const int32_t *lens, int H, int T_, int dh, int t,
                             float alpha, dropk d)
 {
+    dpar(d);
     extern __shared__ float sm[];
     float *Qs = sm, *Ks = Qs + t * dh, *Vs = Ks + t * dh, *Os = Vs + t * dh, *S = Os + t * dh;
     float *mr = S + t * t, *lr = mr + t, *cr = lr + t;
@@ -222,6 +223,7 @@ __global__ void k_flash_dq(T *dqkv, const float *lse, const T *ctx, const T *dct
                            const float *bias, size_t bstride, const int32_t *lens, int H, int T_,
                            int dh, int t, float alpha, dropk d)
 {
+    dpar(d);
     extern __shared__ float sm[];
     float *Qs = sm, *dOs = Qs + t * dh, *Ks = dOs + t * dh, *Vs = Ks + t * dh;
     float *dQs = Vs + t * dh, *P = dQs + t * dh, *dP = P + t * t, *lr = dP + t * t, *dr = lr + t;
@@ -258,6 +260,7 @@ __global__ void k_flash_dkv(T *dqkv, float *G, const float *lse, const T *ctx, c
                             const int32_t *lens, int B, int H, int T_, int dh, int t, float alpha,
                             dropk d)
 {
+    dpar(d);
     extern __shared__ float sm[];
     float *Ks = sm, *Vs = Ks + t * dh, *dKs = Vs + t * dh, *dVs = dKs + t * dh;
     float *Qs = dVs + t * dh, *dOs = Qs + t * dh, *P = dOs + t * dh, *dP = P + t * t;

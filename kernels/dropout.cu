@@ -20,6 +20,7 @@ struct drop_masks {
 /* m[k] = keep bits of block (base >> 3) + k, k < nb. */
 __global__ void k_drop_bits(uint8_t *m, dropk d, size_t nb)
 {
+    dpar(d);
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < nb)
         m[k] = (uint8_t)keep8(d, (d.base >> 3) + k);
@@ -72,14 +73,17 @@ dropk drop_bits(cu_priv *pr, const tupe_drop *d, size_t n)
     size_t nb = (size_t)(((k.base + n - 1) >> 3) - (k.base >> 3) + 1);
     m->made = 0;
     if (m->cap < nb) {
-        /* The old bits may still be read by queued work. */
+        /* The old bits may still be read by queued work. Room for the most blocks n elements
+         * can touch, wherever they start: base moves with the step, and a step's work must
+         * not wait for the device (a captured step holds no host wait). */
+        size_t want = (n + 7) / 8 + 1;
         if (m->buf && (SYNC(pr) || CK(cudaFree(m->buf))))
             return k;
         m->buf = NULL;
         m->cap = 0;
-        if (CK(cudaMalloc((void **)&m->buf, nb)))
+        if (CK(cudaMalloc((void **)&m->buf, want)))
             return k;
-        m->cap = nb;
+        m->cap = want;
     }
     k_drop_bits<<<nblocks(nb, 256), 256, 0, pr->s>>>(m->buf, k, nb);
     if (LAUNCHED("k_drop_bits"))

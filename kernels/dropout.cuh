@@ -12,6 +12,11 @@ struct dropk {
     float sc;
     int on;
     const uint8_t *km; /* keep bits: byte k is block (base >> 3) + k; NULL: Philox per element */
+    /* A step's parameter block (backend.h, TUPE_PAR_*) or NULL: step and base are read from
+     * it on the device (dpar), so that the launch does not change from step to step. */
+    const double *par;
+    uint64_t per;
+    int slot;
 };
 
 static inline dropk mkdrop(const tupe_drop *d)
@@ -27,8 +32,21 @@ static inline dropk mkdrop(const tupe_drop *d)
         k.site = d->site;
         k.thr = tupe_dropout_thr(d->p);
         k.sc = (float)tupe_dropout_scale(k.thr);
+        k.par = (const double *)d->par;
+        k.per = d->per;
+        k.slot = d->slot;
     }
     return k;
+}
+
+/* step and base from the step's parameter block, where d has one: the first statement of
+ * every kernel that takes a dropk (the values equal the host's: backend.h). */
+__device__ __forceinline__ void dpar(dropk &d)
+{
+    if (d.on && d.par) {
+        d.step = (uint32_t)d.par[TUPE_PAR_STEP];
+        d.base = (uint64_t)d.par[TUPE_PAR_OFFSET + d.slot] * d.per;
+    }
 }
 
 /* The keep bits of block `blk` (elements 8 blk .. 8 blk + 7): one Philox call. */

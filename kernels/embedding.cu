@@ -11,6 +11,7 @@ __global__ void k_embed_fwd(T *y, T *xh, float *rs, const int32_t *ids, const in
                             const int32_t *lens, const T *word, const T *pos, const T *tt,
                             const T *g, const T *b, int T_, int D, float eps, dropk d)
 {
+    dpar(d);
     extern __shared__ float buf[];
     __shared__ float red[32];
     int r = blockIdx.x, bi = r / T_, t = r % T_;
@@ -74,6 +75,7 @@ template <class T>
 __global__ void k_embed_s(T *s, const T *dy, const int32_t *lens, int T_, int D, size_t n,
                           dropk d)
 {
+    dpar(d);
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;

@@ -8,6 +8,7 @@ template <class T>
 __global__ void k_ln_fwd(T *y, T *xh, float *rs, const T *x, const T *res, const T *bias,
                          const T *g, const T *b, int D, float eps, dropk d)
 {
+    dpar(d);
     extern __shared__ float buf[];
     __shared__ float red[32];
     int r = blockIdx.x;
@@ -36,6 +37,7 @@ template <class T>
 __global__ void k_ln_bwd(T *dx, float beta, T *dbr, const T *dy, const T *xh, const float *rs,
                          const T *g, int D, dropk d, rowsel sel)
 {
+    dpar(d);
     __shared__ float red[32];
     int r = blockIdx.x;
     if (!row_in(sel, r))
@@ -73,6 +75,7 @@ __global__ void k_ln_bwd_fused(T *dx, float beta, T *dbr, T *dg, T *db, float *p
                                unsigned *count, const T *dy, const T *xh, const float *rs,
                                const T *g, int N, int D, dropk d)
 {
+    dpar(d);
     extern __shared__ float acc[];
     __shared__ float red[32];
     __shared__ unsigned last;

@@ -67,7 +67,8 @@ __device__ __forceinline__ float xent_g(float l, int v, float z, int label, int 
  * sees one read of each logit and one write of its gradient. */
 template <class T>
 __global__ void k_xent_rows(float *lse, double *loss, double *ok, T *d, const T *logits,
-                            const int32_t *labels, int V, int ld, float sc, int vec)
+                            const int32_t *labels, int V, int ld, float sc, const double *snorm,
+                            int vec)
 {
     __shared__ float red[32];
     __shared__ int redi[32];
@@ -87,6 +88,8 @@ __global__ void k_xent_rows(float *lse, double *loss, double *ok, T *d, const T 
     }
     if (!d)
         return;
+    if (snorm) /* the divisor from the step's parameter block, as the host's 1.0 / norm */
+        sc = (float)(1.0 / *snorm);
     T *o = d + (size_t)m * ld;
     size_t nread = 0, nw = 0;
     for (int c0 = threadIdx.x * VE; c0 < ld; c0 += blockDim.x * VE) {
@@ -133,8 +136,8 @@ __global__ void k_sum2(const double *a, const double *b, int n, double *oa, doub
 /* k_xent_rows over the M rows, then the sums of their losses and of their correct answers
  * added to the device's *loss and *correct. */
 static void xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *logits,
-                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
-                      tupe_dev *correct)
+                      const int32_t *labels, int M, int V, int ld, double scale,
+                      const tupe_dev *snorm, tupe_dev *loss, tupe_dev *correct)
 {
     if (pr->err || M <= 0 || V <= 0)
         return;
@@ -145,9 +148,9 @@ static void xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *l
     int vec = al16(logits) && (!d || al16(d)) && (size_t)ld * es % 16 == 0;
     float *z = (float *)lse, sc = (float)scale;
     if (pr->bf16)
-        k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (bf16 *)d, (const bf16 *)logits, labels, V, ld, sc, vec);
+        k_xent_rows<bf16><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (bf16 *)d, (const bf16 *)logits, labels, V, ld, sc, (const double *)snorm, vec);
     else
-        k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (float *)d, (const float *)logits, labels, V, ld, sc, vec);
+        k_xent_rows<float><<<(unsigned)M, BS, 0, pr->s>>>(z, tmp, tmp + M, (float *)d, (const float *)logits, labels, V, ld, sc, (const double *)snorm, vec);
     LAUNCHED("k_xent_rows");
     k_sum2<<<1, BS, 0, pr->s>>>(tmp, tmp + M, M, (double *)loss, (double *)correct);
     LAUNCHED("k_sum2");
@@ -156,14 +159,14 @@ static void xent_rows(cu_priv *pr, tupe_dev *lse, tupe_dev *d, const tupe_dev *l
 void cu_xent_fwd(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits, const int32_t *labels,
                  int M, int V, int ld, tupe_dev *loss, tupe_dev *correct)
 {
-    xent_rows(PR(be), lse, NULL, logits, labels, M, V, ld, 0, loss, correct);
+    xent_rows(PR(be), lse, NULL, logits, labels, M, V, ld, 0, NULL, loss, correct);
 }
 
 void cu_xent_fused(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                   const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
-                   tupe_dev *correct)
+                   const int32_t *labels, int M, int V, int ld, double scale,
+                   const tupe_dev *snorm, tupe_dev *loss, tupe_dev *correct)
 {
-    xent_rows(PR(be), NULL, dlogits, logits, labels, M, V, ld, scale, loss, correct);
+    xent_rows(PR(be), NULL, dlogits, logits, labels, M, V, ld, scale, snorm, loss, correct);
 }
 
 /* xent_g at flat element x of rows of ld; in place allowed. */

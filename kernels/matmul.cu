@@ -243,6 +243,7 @@ __device__ __forceinline__ float act_f(float v, int act)
 template <class T>
 __global__ void k_bias_act(T *y, T *a, const T *b, size_t n, int out, int act, dropk d, int vec)
 {
+    dpar(d);
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (i0 >= n)
         return;
@@ -442,6 +443,7 @@ void cu_linear_bwd(tupe_backend *be, tupe_dev *dx, double dx_beta, tupe_dev *dW,
 /* VE elements per thread (16-byte accesses when vec). */
 template <class T> __global__ void k_act_fwd(T *a, const T *y, size_t n, int act, dropk d, int vec)
 {
+    dpar(d);
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (i0 >= n)
         return;
@@ -478,6 +480,7 @@ __device__ __forceinline__ float act_grad(float dv, float yv, float k, int act, 
 template <class T>
 __global__ void k_act_bwd(T *dd, T *a, const T *y, size_t n, int act, dropk d, int vec)
 {
+    dpar(d);
     size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * VE;
     if (i0 >= n)
         return;

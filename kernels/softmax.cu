@@ -8,6 +8,7 @@ template <class T>
 __global__ void k_softmax(T *probs, T *pd, const float *S, const float *bias, size_t bstride,
                           const int32_t *lens, int H, int T_, size_t rows, dropk d)
 {
+    dpar(d);
     size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= rows)
@@ -40,6 +41,7 @@ template <class T>
 __global__ void k_drop_probs(T *pd, const T *probs, const int32_t *lens, int H, int T_, size_t n,
                              dropk d)
 {
+    dpar(d);
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
@@ -53,6 +55,7 @@ template <class T>
 __global__ void k_softmax_bwd(T *probs, const float *dpd, const int32_t *lens, int H, int T_,
                               size_t rows, dropk d)
 {
+    dpar(d);
     size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= rows)

@@ -50,7 +50,25 @@ typedef struct tupe_drop {
     uint32_t step;      /* training step (names the stream together with site) */
     uint32_t site;      /* which tensor: see model.c */
     uint64_t base;      /* index of this buffer's element 0 in the site's logical tensor */
+    /* A step's parameter block (below), or NULL: a device backend's kernels then read step and
+     * base from it (base = block[TUPE_PAR_OFFSET + slot] x per), equal to the two above, so
+     * that the same work serves every step. The CPU reads the values above. */
+    const tupe_dev *par;
+    int slot;
+    uint64_t per;
 } tupe_drop;
+
+/* The per-step parameter block: device doubles (TUPE_DBL) that hold what a training step's
+ * kernels would otherwise take by value and that changes from step to step, written by one
+ * upload at the step's start (a captured step replays with the next step's values; integers
+ * below 2^53 are exact in a double). Then one sample offset per micro-batch of the step. */
+enum {
+    TUPE_PAR_STEP,      /* dropout's step */
+    TUPE_PAR_LR,        /* AdamW's learning rate (before a tensor's scale) */
+    TUPE_PAR_STEP_SIZE, /* AdamW's step size, bias corrections in (tupe_adamw_args) */
+    TUPE_PAR_LOSS_NORM, /* the masked-LM loss's divisor (the step's masked positions) */
+    TUPE_PAR_OFFSET     /* + micro-batch: its sequence 0's global index (dropout's base) */
+};
 
 enum tupe_act { TUPE_ACT_NONE = 0, TUPE_ACT_GELU, TUPE_ACT_TANH };
 
@@ -238,10 +256,12 @@ struct tupe_backend {
     /* xent_fwd and xent_bwd of one training step in one pass over each row, the fused
      * classifier: *loss and *correct added to as xent_fwd's, and dlogits as xent_bwd's (pad
      * columns 0), with no lse kept; dlogits may be logits, which are then replaced by their
-     * gradient. Results the same as xent_fwd's then xent_bwd's. */
+     * gradient. Results the same as xent_fwd's then xent_bwd's. snorm: NULL, or a device
+     * double (a step's parameter block) holding norm with scale = 1.0 / norm, from which a
+     * device backend takes the scale (the CPU takes `scale`). */
     void (*xent_fused)(tupe_backend *be, tupe_dev *dlogits, const tupe_dev *logits,
-                       const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
-                       tupe_dev *correct);
+                       const int32_t *labels, int M, int V, int ld, double scale,
+                       const tupe_dev *snorm, tupe_dev *loss, tupe_dev *correct);
     /* Adds the summed squared error of pred[M] against target[M] (wide) to *loss (a device
      * double, as above); and dpred = scale 2 (pred - target). */
     void (*mse_fwd)(tupe_backend *be, const tupe_dev *pred, const tupe_dev *target, int M,

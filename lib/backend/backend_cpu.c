@@ -1207,8 +1207,9 @@ static void R(xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,
 
 static void R(xent_fused)(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
                           const int32_t *labels, int M, int V, int ld, double scale,
-                          tupe_dev *loss, tupe_dev *correct)
+                          const tupe_dev *snorm, tupe_dev *loss, tupe_dev *correct)
 {
+    (void)snorm; /* scale is 1.0 / *snorm (backend.h) */
     R(xent_rows)(be, NULL, (real *)d, (const real *)logits, labels, M, V, ld, scale, loss,
                  correct);
 }

@@ -163,6 +163,11 @@ typedef struct tupe_adamw_args {
     double gscale;      /* gradient clipping factor, 1 when not clipped */
     double clip;        /* where the factor is the device's (backend.h's adamw with a sum of */
     int clip_tf;        /* squares): tupe_clip_scale's clip and rule */
+    /* A step's parameter block (backend.h, TUPE_PAR_*) or NULL: a device backend then takes
+     * lr and step_size from it, times sc (the tensors' scale: lr = block lr x sc), the same
+     * doubles as the two above. */
+    const struct tupe_dev *par;
+    double sc;
 } tupe_adamw_args;
 
 /* The clipping factor of a gradient of global norm `norm` for the threshold clip (0: none):

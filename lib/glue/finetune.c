@@ -704,7 +704,7 @@ int tupe_ft_train(const tupe_ft_opts *o, const tupe_glue_task *t, tupe_backend *
             make_batch(&x, &tr, order + first, bn, &b);
             step++;
             b.sample_offset = (uint64_t)step * (uint64_t)o->batch;
-            tupe_step ts = {o->seed, (uint32_t)step};
+            tupe_step ts = {.seed = o->seed, .step = (uint32_t)step};
             tupe_fwd_out fo;
             tupe_model_zero_grad(x.m);
             sl_target(&sl, x.m);

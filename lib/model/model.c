@@ -103,12 +103,15 @@ static void plan_w(tupe_model *m, tupe_dev **p, size_t n) { plan(m, p, n * (size
 
 static tupe_drop mkdrop(const tupe_model *m, double p, uint32_t site, uint64_t per_sample)
 {
-    tupe_drop d = {0, 0, 0, site, 0};
+    tupe_drop d = {.site = site};
     if (m->train && p > 0) {
         d.p = p;
         d.seed = m->step.seed;
         d.step = m->step.step;
         d.base = m->sample_offset * per_sample;
+        d.par = m->step.par;
+        d.slot = m->step.slot;
+        d.per = per_sample;
     }
     return d;
 }
@@ -749,8 +752,11 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                 /* the fused classifier: one pass over the logits for the loss and for its
                  * gradient, which replaces them (a probe computes them again) */
                 double norm = b->loss_norm > 0 ? b->loss_norm : (double)M; /* m->norm below */
-                be->xent_fused(be, m->logits, m->logits, lab, M, V, y->vpad, 1.0 / norm, s_loss,
-                               s_ok);
+                /* a block holds the norm of a step's batch (model.h's tupe_step) */
+                const tupe_dev *snorm = m->step.par && b->loss_norm > 0
+                                            ? tupe_dev_dat(m->step.par, TUPE_PAR_LOSS_NORM) : NULL;
+                be->xent_fused(be, m->logits, m->logits, lab, M, V, y->vpad, 1.0 / norm, snorm,
+                               s_loss, s_ok);
                 m->logits_grad = 1;
             } else {
                 be->xent_fwd(be, m->lse, m->logits, lab, M, V, y->vpad, s_loss, s_ok);

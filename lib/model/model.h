@@ -84,6 +84,11 @@ typedef struct tupe_batch {
 typedef struct tupe_step {
     uint64_t seed;              /* dropout seed */
     uint32_t step;              /* training step: dropout differs from step to step */
+    /* The step's parameter block (backend.h's TUPE_PAR_*), or NULL: the dropout kernels read
+     * step and the sample offset of micro-batch `slot` from it, and the masked-LM loss its
+     * divisor (the batch's loss_norm, which the block must then hold). */
+    const tupe_dev *par;
+    int slot;
 } tupe_step;
 
 typedef struct tupe_fwd_out {

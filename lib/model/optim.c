@@ -189,6 +189,7 @@ static void update(tupe_adamw *o, const tupe_adamw_args *base, const tupe_dev *s
             j++;
         a->lr = base->lr * sc;
         a->step_size = base->step_size * sc;
+        a->sc = sc;
         size_t a0 = lay->t[i].offset, a1 = j < lay->count ? lay->t[j].offset : lay->total;
         a0 = a0 > lo ? a0 : lo;
         a1 = a1 < hi ? a1 : hi;
@@ -203,16 +204,26 @@ static void update(tupe_adamw *o, const tupe_adamw_args *base, const tupe_dev *s
     }
 }
 
-static void step_args(tupe_adamw *o, double lr, double grad_norm, tupe_adamw_args *a)
+/* The step size of update number t at learning rate lr (the bias corrections in). */
+static double step_size_at(const tupe_adamw *o, double lr, int64_t t_)
+{
+    double t = (double)t_;
+    return o->cfg.electra ? lr : lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
+}
+
+double tupe_adamw_next_step_size(const tupe_adamw *o, double lr) { return step_size_at(o, lr, o->t + 1); }
+
+static void step_args(tupe_adamw *o, double lr, double grad_norm, const tupe_dev *par,
+                      tupe_adamw_args *a)
 {
     o->t++;
-    double t = (double)o->t;
     a->lr = lr;
     a->beta1 = o->cfg.beta1;
     a->beta2 = o->cfg.beta2;
     a->eps = o->cfg.eps;
-    a->step_size = o->cfg.electra ? lr
-                                  : lr * sqrt(1.0 - pow(o->cfg.beta2, t)) / (1.0 - pow(o->cfg.beta1, t));
+    a->step_size = step_size_at(o, lr, o->t);
+    a->par = par;
+    a->sc = 1.0;
     a->clip = o->cfg.clip;
     a->clip_tf = o->cfg.electra;
     a->gscale = tupe_clip_scale(grad_norm, a->clip, a->clip_tf);
@@ -221,10 +232,10 @@ static void step_args(tupe_adamw *o, double lr, double grad_norm, tupe_adamw_arg
 /* Elements [lo, hi) of the ranges kept, the clipping factor the host's (sumsq NULL) or the
  * device's. */
 static void step_range(tupe_adamw *o, double lr, double grad_norm, const tupe_dev *sumsq,
-                       size_t lo, size_t hi)
+                       const tupe_dev *par, size_t lo, size_t hi)
 {
     tupe_adamw_args a;
-    step_args(o, lr, grad_norm, &a);
+    step_args(o, lr, grad_norm, par, &a);
     size_t at = 0;
     for (size_t i = 0; i < o->nr; i++) {
         size_t r0 = o->r[2 * i], r1 = o->r[2 * i + 1];
@@ -237,12 +248,12 @@ static void step_range(tupe_adamw *o, double lr, double grad_norm, const tupe_de
 
 void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi)
 {
-    step_range(o, lr, grad_norm, NULL, lo, hi);
+    step_range(o, lr, grad_norm, NULL, NULL, lo, hi);
 }
 
-void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq)
+void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq, const tupe_dev *par)
 {
-    step_range(o, lr, 0, sumsq, 0, tupe_model_layout(o->m)->total);
+    step_range(o, lr, 0, sumsq, par, 0, tupe_model_layout(o->m)->total);
 }
 
 double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm)

@@ -72,7 +72,11 @@ double tupe_adamw_step(tupe_adamw *o, double lr, double grad_norm);
 /* The same, the clipping factor computed on the device from sumsq, the gradient's global sum
  * of squares in a device double (TUPE_DBL; train/gradsync.h leaves it there): no host wait.
  * The factor is the one tupe_adamw_step computes from its root, bit for bit. */
-void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq);
+void tupe_adamw_step_dev(tupe_adamw *o, double lr, const tupe_dev *sumsq, const tupe_dev *par);
+/* The step size (bias corrections in) the next update at learning rate lr takes: with lr, what
+ * a step's parameter block holds (backend.h's TUPE_PAR_*), where a device backend's update
+ * reads them when par (above) is the block; NULL: the values given. */
+double tupe_adamw_next_step_size(const tupe_adamw *o, double lr);
 /* The same update restricted to elements [lo, hi) of the flat buffers; grad_norm must be the
  * global norm (>= 0). Each call counts as a step (the bias correction's t advances). */
 void tupe_adamw_step_range(tupe_adamw *o, double lr, double grad_norm, size_t lo, size_t hi);

@@ -841,7 +841,10 @@ typedef struct trainer {
     double *mloss;               /* the summed loss of each micro-batch of a step, all ranks';
                                     ELECTRA: then NSUM - 1 more such columns (sums[] below) */
     tupe_dev *dml;               /* the same columns on the device (model.h's TUPE_SUM_*), where
-                                    the forward passes add them: read with the norm, once */
+                                    the forward passes add them: read with the norm, once; then
+                                    the step's parameter block (par) */
+    tupe_dev *par;               /* backend.h's TUPE_PAR_*: written once at each step's start */
+    double *par_h;               /* its values on the host (after mloss's, in its allocation) */
     tupe_backend *be;
     double ex[4], ex_acc[4];     /* ELECTRA: the step's generator loss and accuracy,
                                     discriminator loss and accuracy; their sums since the
@@ -1004,16 +1007,18 @@ static int build_model(trainer *t, tupe_backend *be, tupe_err *e)
     const size_t *ranges = tupe_gradsync_ranges(t->gs, &nranges);
     if ((rc = tupe_adamw_create_ranges(&t->opt, t->r.m, &o->adam, ranges, nranges, e)))
         return rc;
-    /* ELECTRA: NSUM columns; and three more: the next step's counts, the stop (train_step) */
-    t->mloss = calloc((size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM + 3,
-                      sizeof *t->mloss);
+    /* ELECTRA: NSUM columns; and three more: the next step's counts, the stop (train_step);
+     * then the parameter block's host values, and on the device the block after the columns */
+    size_t k = (size_t)(t->per_rank / t->r.mb), ncol = k * (size_t)t->r.world * NSUM;
+    t->mloss = calloc(ncol + 3 + TUPE_PAR_OFFSET + k, sizeof *t->mloss);
     if (!t->mloss)
         return tupe_fail(e, TUPE_EFAIL, "out of memory");
+    t->par_h = t->mloss + ncol + 3;
     t->be = be;
-    t->dml = be->alloc(be, (size_t)(t->per_rank / t->r.mb) * (size_t)t->r.world * NSUM *
-                               sizeof(double));
+    t->dml = be->alloc(be, (ncol + TUPE_PAR_OFFSET + k) * sizeof(double));
     if (!t->dml)
         return tupe_fail(e, TUPE_EFAIL, "out of device memory for a step's sums");
+    t->par = tupe_dev_dat(t->dml, ncol);
     if (!t->r.electra && (rc = ahead_alloc(t, be, e)))
         return rc;
     tstate st = {0, 0, 0, data_identity(t->r.meta), t->r.o->batch, 0, 0, 0, t->r.seq_len};
@@ -1302,6 +1307,30 @@ static int read_step(trainer *t, int64_t step, uint64_t *counts, tupe_err *e)
     return 0;
 }
 
+/* The global index of sequence 0 of this rank's micro-batch i of step `step` (its dropout's
+ * base): this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
+ * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks. */
+static uint64_t micro_offset(const trainer *t, int64_t step, int i)
+{
+    int j = t->r.slot + tupe_gradsync_order(t->gs, i) * t->r.world;
+    return (uint64_t)(step - 1) * (uint64_t)t->r.o->batch + (uint64_t)j * (uint64_t)t->r.mb;
+}
+
+/* The step's parameter block (backend.h's TUPE_PAR_*), in one upload before its work: the
+ * values the step's kernels would otherwise take by value, the same doubles as the host's. */
+static void put_params(trainer *t, int64_t step, const uint64_t *counts)
+{
+    int k = t->per_rank / t->r.mb;
+    double lr = tupe_lr_at(&t->sched, step), *p = t->par_h;
+    p[TUPE_PAR_STEP] = (double)(uint32_t)step;
+    p[TUPE_PAR_LR] = lr;
+    p[TUPE_PAR_STEP_SIZE] = tupe_adamw_next_step_size(t->opt, lr);
+    p[TUPE_PAR_LOSS_NORM] = counts[0] ? (double)counts[0] : 1.0;
+    for (int i = 0; i < k; i++)
+        p[TUPE_PAR_OFFSET + i] = (double)micro_offset(t, step, i);
+    t->be->upload(t->be, t->par, p, (size_t)(TUPE_PAR_OFFSET + k), TUPE_DBL);
+}
+
 /* One optimizer step: this rank's sequences read and masked (already, while the step before
  * ran, but for the first step of a run and after a validation), forward and backward over its
  * micro-batches, gradients and loss summed over the ranks, the update (or, with
@@ -1324,8 +1353,7 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         return rc;
     }
     t->next_step = t->ahead_step = 0;
-    /* this rank's micro-batch mi holds its sequences mi, mi + k, ...: the global batch's
-     * micro-batch j = slot + mi * world (gradsync.h), whatever the number of ranks */
+    put_params(t, step, counts);
     int k = t->per_rank / r->mb, n = k * r->world;
     memset(t->mloss, 0, (size_t)n * NSUM * sizeof *t->mloss);
     t->be->zero(t->be, t->dml, (size_t)n * NSUM * tupe_dbl_reals(t->be));
@@ -1339,11 +1367,11 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
         b.rtd_norm = (double)counts[1];
         b.noise_step = (uint32_t)step;
-        b.sample_offset = (uint64_t)(step - 1) * (uint64_t)o->batch + (uint64_t)j * (uint64_t)r->mb;
+        b.sample_offset = micro_offset(t, step, i);
         if ((rc = tupe_gradsync_begin(t->gs, i, e)))
             return rc;
         if (b.M > 0 || r->electra) { /* else nothing masked: no gradient */
-            tupe_step ts = {o->seed, (uint32_t)step};
+            tupe_step ts = {.seed = o->seed, .step = (uint32_t)step, .par = t->par, .slot = i};
             /* its sums into column j of the device's (no host wait) */
             tupe_model_sums_target(r->m, tupe_dev_dat(t->dml, (size_t)j), (size_t)n);
             if ((rc = tupe_model_forward(r->m, &b, &ts, NULL, e)) || (rc = tupe_model_backward(r->m, e)))
@@ -1409,7 +1437,8 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
     } else {
         /* the clipping factor from the sum of squares the device kept (the same bits as the
          * host's from *norm); the skip above is the host's, from the step's one read */
-        tupe_adamw_step_dev(t->opt, tupe_lr_at(&t->sched, step), tupe_gradsync_sumsq(t->gs));
+        tupe_adamw_step_dev(t->opt, tupe_lr_at(&t->sched, step), tupe_gradsync_sumsq(t->gs),
+                            t->par);
         if ((rc = tupe_gradsync_share(t->gs, e)))
             return rc;
     }

@@ -252,10 +252,10 @@ static void w_xent_b(tupe_backend *be, tupe_dev *d, const tupe_dev *logits, cons
     TIMED(P_XENT_B, 0, orig.xent_bwd(be, d, logits, lse, labels, M, V, ld, scale));
 }
 static void w_xent_fu(tupe_backend *be, tupe_dev *d, const tupe_dev *logits,
-                      const int32_t *labels, int M, int V, int ld, double scale, tupe_dev *loss,
-                      tupe_dev *correct)
+                      const int32_t *labels, int M, int V, int ld, double scale,
+                      const tupe_dev *snorm, tupe_dev *loss, tupe_dev *correct)
 {
-    TIMED(P_XENT_FU, 0, orig.xent_fused(be, d, logits, labels, M, V, ld, scale, loss, correct));
+    TIMED(P_XENT_FU, 0, orig.xent_fused(be, d, logits, labels, M, V, ld, scale, snorm, loss, correct));
 }
 static void w_adamw(tupe_backend *be, tupe_dev *p, const tupe_dev *g, tupe_dev *m, tupe_dev *v,
                     tupe_dev *master, size_t n, const tupe_adamw_args *a, const tupe_dev *sumsq)
@@ -454,7 +454,7 @@ int main(int argc, char **argv)
             profiling = profile;
         }
         double t0 = tupe_now(), c0 = cpu_seconds();
-        tupe_step st = {1, (uint32_t)s};
+        tupe_step st = {.seed = 1, .step = (uint32_t)s};
         tupe_model_zero_grad(m);
         if (tupe_model_forward(m, &b, &st, NULL, &e) || tupe_model_backward(m, &e)) {
             fprintf(stderr, "model: %s\n", e.msg);

@@ -87,6 +87,7 @@ typedef struct pair {
     int bf16;               /* the device stores bf16 */
     int tf32;
     int fails, checks;
+    tupe_dev *blk;          /* the device's step parameter block of dropper(), or NULL */
 } pair;
 
 typedef struct buf {
@@ -291,9 +292,22 @@ static double TOL(const pair *P, double f32, double bf)
 #define D(b) ((b).d[s_])
 #define IP(b) ((const int32_t *)(b).d[s_])
 
-static tupe_drop dropper(double p, uint32_t site, uint64_t base)
+/* A dropout stream; the device reads its step and base from a step parameter block (backend.h's
+ * TUPE_PAR_*: micro-batch slot 1, one element per sample) as the trainer's steps do, the CPU the
+ * values themselves. The block is written in stream order, so each operation sees the values
+ * of the last dropper() before it. */
+static tupe_drop dropper(pair *P, double p, uint32_t site, uint64_t base)
 {
-    tupe_drop d = {p, 0x1234567890abcdefull, 7, site, base};
+    tupe_drop d = {.p = p, .seed = 0x1234567890abcdefull, .step = 7, .site = site, .base = base};
+    tupe_backend *be = P->be[1];
+    double v[TUPE_PAR_OFFSET + 2] = {[TUPE_PAR_STEP] = 7, [TUPE_PAR_OFFSET] = 3,
+                                     [TUPE_PAR_OFFSET + 1] = (double)base};
+    if (!P->blk && !(P->blk = be->alloc(be, sizeof v))) {
+        fprintf(stderr, "tupe-parity: out of device memory\n");
+        exit(2);
+    }
+    be->upload(be, P->blk, v, TUPE_PAR_OFFSET + 2, TUPE_DBL);
+    d.par = P->blk, d.slot = 1, d.per = 1;
     return d;
 }
 
@@ -445,7 +459,7 @@ static void ops_linear(pair *P, const shape *S)
         float *bv = randv(P, (size_t)out, 0.5, 0);
         buf b = mk(P, (size_t)out, 0, bv), y = mk(P, (size_t)N * out, 0, NULL);
         buf a = mk(P, (size_t)N * out, 0, NULL);
-        tupe_drop d = dropper(v[k].p, 3, 1000);
+        tupe_drop d = dropper(P, v[k].p, 3, 1000);
         BOTH(be->linear_fwd(be, D(y), D(a), D(x), D(W), v[k].bias ? D(b) : NULL, N, in, out,
                             v[k].act, &d));
         double ty = TOL(P, 1e-5, 0), ta = ty;
@@ -484,7 +498,7 @@ static void ops_act(pair *P)
     };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         buf y = mkr(P, n, 4), a = mk(P, n, 0, NULL), d = mkr(P, n, 1);
-        tupe_drop dr = dropper(v[k].p, 9, 12345);
+        tupe_drop dr = dropper(P, v[k].p, 9, 12345);
         BOTH(be->act_fwd(be, D(a), D(y), n, v[k].act, &dr));
         cmp(P, "act_fwd", v[k].name, "a", &a, TOL(P, 1e-6, 8e-3));
         BOTH(be->zero(be, D(a), n));
@@ -518,7 +532,7 @@ static void ops_ln(pair *P, const shape *S)
     for (int k = 0; k < 2; k++) {
         const char *var = k ? "no-bias,no-drop" : "bias+drop";
         buf res = mkr(P, n, 1), a = mkr(P, n, 1), bias = mkr(P, (size_t)Dd, 0.5);
-        tupe_drop dr = dropper(k ? 0 : 0.1, 21, 77);
+        tupe_drop dr = dropper(P, k ? 0 : 0.1, 21, 77);
         BOTH(be->resid_ln_fwd(be, D(y), D(xh), D(rs), D(res), D(a), k ? NULL : D(bias), D(g), D(b),
                               N, Dd, 1e-5, &dr));
         cmp(P, "resid_ln_fwd", var, "y", &y, TOL(P, 1e-5, 8e-3));
@@ -554,7 +568,7 @@ static void ops_embed(pair *P, const shape *S)
     for (int k = 0; k < 2; k++) {
         const char *var = k ? "word-only" : "pos+types+drop";
         buf y = mkr(P, n, 1), xh = mkr(P, n, 1), rs = mk(P, (size_t)N, 1, NULL);
-        tupe_drop dr = dropper(k ? 0 : 0.1, 1, 0);
+        tupe_drop dr = dropper(P, k ? 0 : 0.1, 1, 0);
         BOTH(be->embed_fwd(be, D(y), D(xh), D(rs), IP(bids), k ? NULL : IP(btypes), IP(blen), D(word),
                            k ? NULL : D(pos), k ? NULL : D(tt), D(g), D(b), B, T, Dd, 1e-5, &dr));
         cmp(P, "embed_fwd", var, "y", &y, TOL(P, 1e-5, 8e-3));
@@ -597,6 +611,7 @@ static void attn_order(pair *P, const char *var, const buf *qkv, const buf *bias
     for (int b = 0; b < B; b++) {
         tupe_drop d1 = *dr;
         d1.base += (uint64_t)b * HT * T;
+        d1.par = NULL; /* its base by value, not the block's */
         be->attn_bwd(be, tupe_dev_at(be, dq, b * D3), g, NULL, tupe_dev_wat(be, lse->d[1], b * HT),
                      tupe_dev_at(be, ctx->d[1], b * Dd), tupe_dev_at(be, dctx->d[1], b * Dd),
                      tupe_dev_at(be, qkv->d[1], b * D3), bias->d[1], 0,
@@ -647,7 +662,7 @@ static void ops_attn(pair *P, const shape *S)
             buf qkv = mkr(P, (size_t)N * 3 * Dd, 2), bias = mkw(P, nb, 1);
             buf ctx = mk(P, (size_t)N * Dd, 0, NULL), probs = mk(P, (size_t)B * HTT, 0, NULL);
             buf lse = mk(P, (size_t)B * H * T, 1, NULL);
-            tupe_drop dr = dropper(v[k].p, 33, 5);
+            tupe_drop dr = dropper(P, v[k].p, 33, 5);
 #define PROBS (flash && s_ == 1 ? NULL : D(probs))
 #define BIAS (v[k].bias ? D(bias) : NULL)
             BOTH(be->attn_fwd(be, D(ctx), PROBS, D(lse), D(qkv), BIAS, bs, IP(blen), B, T, H, dh,
@@ -808,8 +823,12 @@ static void ops_heads(pair *P, const shape *S)
          * same gradient as xent_fwd's then xent_bwd's, bit for bit */
         buf fused = mk(P, (size_t)M * ld, 0, lg);
         sl = mkd(P, start, 2);
-        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M, D(sl),
-                            tupe_dev_dat(D(sl), 1)));
+        /* the second pass takes the divisor from a device double (a step's parameter block) */
+        double nd = (double)M;
+        buf nrm = mkd(P, &nd, 1);
+        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M,
+                            pass ? D(nrm) : NULL, D(sl), tupe_dev_dat(D(sl), 1)));
+        rel(P, &nrm);
         BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
         for (int k = 0; k < 2; k++)
             floss[k] = got[k][0], fok[k] = got[k][1];
@@ -884,9 +903,15 @@ static void ops_adamw(pair *P)
         dev->upload(dev, master, p0, n, TUPE_F32 | TUPE_WIDE);
     }
     tupe_adamw_args a = {1e-3, 0.01, 0.9, 0.999, 1e-6, 1e-3 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9),
-                         0.5, 0, 0};
-    for (int it = 0; it < 2; it++)
-        BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, NULL));
+                         0.5, 0, 0, NULL, 1.0};
+    BOTH(be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a, NULL));
+    /* the second's lr and step size from a step parameter block on the device, as the
+     * trainer's (the same doubles: the same bits) */
+    double pv[TUPE_PAR_OFFSET] = {[TUPE_PAR_LR] = a.lr, [TUPE_PAR_STEP_SIZE] = a.step_size};
+    buf blk = mkd(P, pv, TUPE_PAR_OFFSET);
+    tupe_adamw_args a2 = a;
+    BOTH(a2.par = D(blk); be->adamw(be, D(p), D(g), D(m), D(v), s_ ? master : NULL, n, &a2, NULL));
+    rel(P, &blk);
     /* a third whose clipping factor the device computes from a sum of squares it holds (norm
      * 2.5, clip 1), the reference's from the host's norm */
     const double ss = 6.25;
@@ -1049,13 +1074,30 @@ static int make_models(pair *P, const tupe_config *c, int B, int T, int M, tupe_
     return 0;
 }
 
-static int fwd_bwd(tupe_model *m, const mbatch *b, uint32_t step, double *loss)
+/* A step parameter block (backend.h's TUPE_PAR_*) of one micro-batch on be, for fwd_bwd; NULL
+ * when out of device memory (said). */
+static tupe_dev *par_block(tupe_backend *be)
+{
+    tupe_dev *p = be->alloc(be, (TUPE_PAR_OFFSET + 1) * sizeof(double));
+    if (!p)
+        fprintf(stderr, "tupe-parity: out of device memory\n");
+    return p;
+}
+
+/* A training step's forward and backward; with blk (par_block), its step, sample offset and
+ * loss divisor written there first (one upload) as the trainer passes them. */
+static int fwd_bwd(tupe_model *m, const mbatch *b, uint32_t step, tupe_dev *blk, double *loss)
 {
     tupe_batch tb;
     memset(&tb, 0, sizeof tb);
     tb.B = b->B, tb.T = b->T, tb.ids = b->ids, tb.lengths = b->len;
     tb.M = b->M, tb.mask_pos = b->mpos, tb.mask_label = b->mlab;
-    tupe_step st = {42, step};
+    tb.loss_norm = b->M > 0 ? (double)b->M : 0; /* the default divisor, given */
+    tupe_backend *be = tupe_model_backend(m);
+    double v[TUPE_PAR_OFFSET + 1] = {[TUPE_PAR_STEP] = step, [TUPE_PAR_LOSS_NORM] = tb.loss_norm};
+    if (blk)
+        be->upload(be, blk, v, TUPE_PAR_OFFSET + 1, TUPE_DBL);
+    tupe_step st = {.seed = 42, .step = step, .par = blk, .slot = 0};
     tupe_fwd_out out;
     tupe_err e;
     tupe_model_zero_grad(m);
@@ -1123,12 +1165,18 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
     int32_t *cor[2] = {NULL, NULL}, *lab[2] = {NULL, NULL};
     size_t nl = 0, np = 0, N = (size_t)B * (size_t)T;
     int cfg_layers = c.num_layers;
+    tupe_dev *blk[2];
     for (int s = 0; s < 2; s++) {
         tupe_batch tb;
         memset(&tb, 0, sizeof tb);
         tb.B = B, tb.T = T, tb.ids = b.ids, tb.lengths = b.len, tb.M = b.M;
         tb.mask_pos = b.mpos, tb.mask_label = b.mlab;
-        tupe_step st = {42, 3};
+        /* the dropout's step from a step parameter block, as the trainer's */
+        const double pv[TUPE_PAR_OFFSET + 1] = {[TUPE_PAR_STEP] = 3};
+        if (!(blk[s] = par_block(P->be[s])))
+            return 2;
+        P->be[s]->upload(P->be[s], blk[s], pv, TUPE_PAR_OFFSET + 1, TUPE_DBL);
+        tupe_step st = {.seed = 42, .step = 3, .par = blk[s]};
         tupe_fwd_out out;
         tupe_err e;
         tupe_model_zero_grad(m[s]);
@@ -1197,6 +1245,7 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
         free(lg[s]);
         free(sc[s]), free(cor[s]), free(lab[s]);
         tupe_model_free(m[s]);
+        P->be[s]->free(P->be[s], blk[s]);
     }
     free_batch(&b);
     return 0;
@@ -1222,12 +1271,15 @@ static int cmd_curve(pair *P, const char *model, const char *position, int steps
         }
     }
     double worst = 0, first[2] = {0, 0}, last[2] = {0, 0};
+    tupe_dev *blk[2] = {par_block(P->be[0]), par_block(P->be[1])};
+    if (!blk[0] || !blk[1])
+        return 2;
     for (int t = 1; t <= steps; t++) {
         mbatch b;
         make_batch(&b, B, T, V, 100 + (uint64_t)t);
         double loss[2];
         for (int s = 0; s < 2; s++) {
-            if ((rc = fwd_bwd(m[s], &b, (uint32_t)t, &loss[s])))
+            if ((rc = fwd_bwd(m[s], &b, (uint32_t)t, blk[s], &loss[s])))
                 return rc;
             tupe_adamw_step(o[s], 5e-4, tupe_grad_norm(m[s]));
         }
@@ -1248,6 +1300,7 @@ static int cmd_curve(pair *P, const char *model, const char *position, int steps
     for (int s = 0; s < 2; s++) {
         tupe_adamw_free(o[s]);
         tupe_model_free(m[s]);
+        P->be[s]->free(P->be[s], blk[s]);
     }
     return 0;
 }
@@ -1311,8 +1364,8 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
     tupe_adamw_cfg ac;
     tupe_adamw_defaults(&ac);
     /* the loss stays on the device, as in a trainer's step (model.h), read after the last */
-    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
-    if (!sl || tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double)), *blk = par_block(be);
+    if (!sl || !blk || tupe_model_create(&m, &c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
         tupe_adamw_create(&o, m, &ac, &e)) {
         fprintf(stderr, "tupe-parity: %s\n", sl ? e.msg : "out of device memory");
         rc = 2;
@@ -1332,7 +1385,7 @@ static int cmd_bench(tupe_backend *be, const char *model, const char *position, 
             t0 = now();
         }
         be->zero(be, sl, tupe_dbl_reals(be)); /* the last step's loss */
-        if ((rc = fwd_bwd(m, &b, (uint32_t)t, &loss)))
+        if ((rc = fwd_bwd(m, &b, (uint32_t)t, blk, &loss)))
             goto done;
         tupe_adamw_step(o, 1e-4, tupe_grad_norm(m)); /* the norm waits for the device */
     }
@@ -1357,6 +1410,8 @@ done: /* every path frees what it made (the suite runs under LeakSanitizer) */
         tupe_model_free(m);
     if (sl)
         be->free(be, sl);
+    if (blk)
+        be->free(be, blk);
     return rc;
 }
 
@@ -1384,8 +1439,8 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     }
     double loss;
     int rc = 0;
-    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double));
-    if (!sl) {
+    tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double)), *blk = par_block(be);
+    if (!sl || !blk) {
         fprintf(stderr, "tupe-parity: out of device memory\n");
         rc = 2;
     }
@@ -1396,7 +1451,7 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
             rc = 2;
         }
         if (!rc)
-            rc = fwd_bwd(m, &b, (uint32_t)t, &loss);
+            rc = fwd_bwd(m, &b, (uint32_t)t, blk, &loss);
         if (!rc)
             tupe_adamw_step(o, 1e-4, tupe_grad_norm(m));
     }
@@ -1409,6 +1464,8 @@ static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe
     tupe_model_free(m);
     if (sl)
         be->free(be, sl);
+    if (blk)
+        be->free(be, blk);
     return rc;
 }
 #endif
@@ -1565,6 +1622,8 @@ int main(int argc, char **argv)
                P.be[1]->name, lt, legacy, legacy ? " (no cuBLASLt algorithm), the first: " : "",
                first);
 #endif
+    if (P.blk)
+        P.be[1]->free(P.be[1], P.blk);
     tupe_backend_destroy(P.be[0]);
     tupe_backend_destroy(P.be[1]);
     return rc ? rc : P.fails ? 1 : 0;

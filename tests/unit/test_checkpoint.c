@@ -39,7 +39,7 @@ static int32_t mpos[3] = {0, 3, 9}, mlab[3] = {4, 5, 6}, labels[2] = {1, 0};
 static void train_step(tupe_model *m, tupe_adamw *o, uint32_t step)
 {
     tupe_batch b = {2, 8, ids, len, NULL, 3, mpos, mlab, labels, NULL, 0, 0, .rtd_label = NULL};
-    tupe_step st = {9, step};
+    tupe_step st = {.seed = 9, .step = step};
     tupe_err e;
     tupe_model_zero_grad(m);
     CHECK_INT(tupe_model_forward(m, &b, &st, NULL, &e), 0);

@@ -321,7 +321,7 @@ static void gradcheck(int position, int untie, double dropout)
     b.sample_offset = 5;
     b.noise_seed = 11;
     b.noise_step = 2;
-    tupe_step st = {1234, 3};
+    tupe_step st = {.seed = 1234, .step = 3};
     const tupe_step *sp = dropout > 0 ? &st : NULL;
     tupe_model_zero_grad(m);
     tupe_fwd_out o0;

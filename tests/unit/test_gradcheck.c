@@ -109,7 +109,7 @@ static void check_case(const gcase *k)
     }
     tupe_batch b = {B, T, ids, lengths, k->types ? types : NULL, M, mpos, mlab, labels, targets,
                     0, 5, .rtd_label = NULL};
-    tupe_step st = {1234, 3};
+    tupe_step st = {.seed = 1234, .step = 3};
     const tupe_step *sp = k->dropout > 0 ? &st : NULL;
 
     tupe_model_zero_grad(m);

@@ -441,7 +441,7 @@ static void dropout_rate_and_threads(void)
         tupe_backend *be = backend(th[k]);
         tupe_dev *x = be->alloc(be, N * 4), *y = be->alloc(be, N * 4);
         be->upload(be, x, one, N, TUPE_F32);
-        tupe_drop d = {0.1, 42, 7, 3, 1000};
+        tupe_drop d = {.p = 0.1, .seed = 42, .step = 7, .site = 3, .base = 1000};
         be->act_fwd(be, y, x, N, TUPE_ACT_NONE, &d);
         out[k] = malloc(N * sizeof(float));
         be->download(be, out[k], y, N, TUPE_F32);
@@ -465,7 +465,7 @@ static void dropout_rate_and_threads(void)
     tupe_backend *be = backend(2);
     tupe_dev *x = be->alloc(be, N * 4), *y = be->alloc(be, N * 4);
     be->upload(be, x, one, N, TUPE_F32);
-    tupe_drop d = {0.1, 42, 8, 3, 1000};
+    tupe_drop d = {.p = 0.1, .seed = 42, .step = 8, .site = 3, .base = 1000};
     be->act_fwd(be, y, x, N, TUPE_ACT_NONE, &d);
     float *o2 = malloc(N * sizeof *o2);
     be->download(be, o2, y, N, TUPE_F32);
@@ -499,7 +499,7 @@ static float *grads_at(int threads, const tupe_config *c, const tupe_batch *b, i
         printf("# %s\n", e.msg);
         exit(1);
     }
-    tupe_step st = {77, 12};
+    tupe_step st = {.seed = 77, .step = 12};
     tupe_fwd_out o = {0};
     tupe_model_zero_grad(m);
     fwd(m, b, &st, &o);
@@ -588,7 +588,7 @@ static void dropout_train_vs_eval(void)
     tupe_batch b;
     batch(&b, ids, mpos, mlab);
     tupe_fwd_out e1, e2, t1, t2, t3;
-    tupe_step s1 = {1, 1}, s2 = {1, 2};
+    tupe_step s1 = {.seed = 1, .step = 1}, s2 = {.seed = 1, .step = 2};
     fwd(m, &b, NULL, &e1);
     fwd(m, &b, &s1, &t1);
     fwd(m, &b, &s1, &t2);
@@ -715,7 +715,7 @@ static void padded_vocabulary(void)
     for (int k = 0; k < 2; k++)
         CHECK_INT(tupe_adamw_create(&o[k], m[k], &ac, &e), 0);
     for (uint32_t t = 1; t <= 3; t++) {
-        tupe_step st = {4, t};
+        tupe_step st = {.seed = 4, .step = t};
         tupe_fwd_out out[2];
         for (int k = 0; k < 2; k++) {
             tupe_model_zero_grad(m[k]);
@@ -743,7 +743,7 @@ static void padded_vocabulary(void)
     tupe_fwd_out ev;
     fwd(m[1], &b, NULL, &ev);
     CHECK_INT(tupe_model_probe(m[1], TUPE_PROBE_LOGITS, 0, le, 3 * 50, &e), 0);
-    tupe_step st = {4, 9};
+    tupe_step st = {.seed = 4, .step = 9};
     tupe_fwd_out tr;
     tupe_model_keep_logits(m[1], 0);
     fwd(m[1], &b, &st, &tr);

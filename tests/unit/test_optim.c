@@ -222,7 +222,7 @@ static void adamw_device_clip(void)
             CHECK(ss[0] == ss[1]);
             be->upload(be, dss, &ss[1], 1, TUPE_DBL);
             tupe_adamw_step(o[0], 1e-2, sqrt(ss[0]));
-            tupe_adamw_step_dev(o[1], 1e-2, dss);
+            tupe_adamw_step_dev(o[1], 1e-2, dss, NULL);
         }
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         be->download(be, x, tupe_model_params(m[0]), n, TUPE_F32);
