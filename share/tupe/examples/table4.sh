@@ -8,7 +8,9 @@
 # every discriminator with --probe: the number that compares across arms), and the median dev
 # score of small GLUE tasks over fine-tuning seeds with their range. ELECTRA-TUPE is also
 # evaluated at 60% of the steps (the paper's ELECTRA-TUPE^mid). Every run's results are kept
-# as JSON (OUT/ARM/seed-S/results.json), so a finished run is read, not redone.
+# as JSON (OUT/ARM/seed-S/results.json), so a finished run is read, not redone; an unfinished
+# one resumes from its last checkpoint (one every tenth of the steps), so the hours of
+# BUDGET=small may be spread over several calls.
 #
 #   table4.sh [CORPUS [OUT]]
 #
@@ -135,7 +137,7 @@ one_run() { # ARM SEED
     # shellcheck disable=SC2046
     tupe-pretrain train "${th[@]}" -q --data "$out/shards" -o "$run/pretrain" --model "$MODEL" \
         $(arm_args "$arm") --recipe "$RECIPE" --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH" \
-        --lr "$LR" --seed "$s" --log-every 50 --eval-every 0 --save-every 0 --keep 1 \
+        --lr "$LR" --seed "$s" --log-every 50 --eval-every 0 --save-every $(((STEPS + 9) / 10)) --keep 1 \
         --keep-step "$MID" --resume
     ck=$run/pretrain/checkpoints/$(printf 'step-%08d' "$STEPS")
     mid=$run/pretrain/checkpoints/$(printf 'step-%08d' "$MID")
