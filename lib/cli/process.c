@@ -1,6 +1,8 @@
 #include "cli/process.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdio_ext.h>
@@ -21,22 +23,32 @@ void tupe_process_interrupted(void)
     _exit(TUPE_EINTR);
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    tupe_process_interrupted();
-}
+/* The signals are taken by one thread of their own (sigwait), never by a handler on a
+ * computing thread: a handler's frame is written below the interrupted thread's stack
+ * pointer, and oneDNN's JIT-generated sgemm kernels were seen to lose their heap to it
+ * (a SIGTERM during a product gave "free(): invalid pointer" in dnnl_sgemm's scratch, about
+ * one stop in 200). tupe_process_start blocks them before any thread of ours, OpenMP's,
+ * oneDNN's or CUDA's exists, and every thread inherits the block. */
+static sigset_t taken;    /* SIGINT, SIGTERM, SIGHUP */
+static atomic_uint active; /* of those, the ones acted on (bit `sig`): not ignored at the start */
+static pthread_t taker;   /* the thread that takes them */
+static atomic_int have_taker;
 
-static volatile sig_atomic_t *grace_flag;
-static const char *grace_msg;
+static _Atomic(volatile sig_atomic_t *) grace_flag;
+static const char *_Atomic grace_msg;
 static struct timespec grace_first;
 
-static void on_graceful(int sig)
+/* What a signal does, on the taking thread (or in a handler where there is none). */
+static void deliver(int sig)
 {
-    (void)sig;
+    if (!(atomic_load(&active) & 1u << sig))
+        return; /* ignored (nohup's SIGHUP): a blocked signal is queued all the same */
+    volatile sig_atomic_t *flag = atomic_load(&grace_flag);
+    if (!flag)
+        tupe_process_interrupted();
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe (POSIX) */
-    if (*grace_flag) {
+    if (*flag) {
         double dt = (double)(now.tv_sec - grace_first.tv_sec) +
                     1e-9 * (double)(now.tv_nsec - grace_first.tv_nsec);
         if (dt < TUPE_SIGNAL_SAME)
@@ -44,26 +56,63 @@ static void on_graceful(int sig)
         tupe_process_interrupted();
     }
     grace_first = now;
-    *grace_flag = 1;
-    if (grace_msg) {
-        ssize_t n = write(STDERR_FILENO, grace_msg, strlen(grace_msg));
+    *flag = 1;
+    const char *msg = atomic_load(&grace_msg);
+    if (msg) {
+        ssize_t n = write(STDERR_FILENO, msg, strlen(msg));
         (void)n;
     }
 }
 
-void tupe_process_graceful(volatile sig_atomic_t *flag, const char *msg)
+static void *take_signals(void *arg)
 {
-    grace_flag = flag;
-    grace_msg = msg;
+    (void)arg;
+    for (;;) {
+        int sig;
+        if (sigwait(&taken, &sig) == 0)
+            deliver(sig);
+    }
+    return NULL;
+}
+
+/* Only a thread that existed before the block (OpenBLAS starts its pool when it is loaded)
+ * can be handed one: it passes the signal on to the taking thread. */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    if (atomic_load(&have_taker))
+        pthread_kill(taker, sig); /* async-signal-safe (POSIX.1-2008) */
+    else
+        deliver(sig);
+    errno = saved;
+}
+
+/* A forked child has no taking thread: it takes its signals by the handler. */
+static void after_fork_child(void)
+{
+    atomic_store(&have_taker, 0);
+    pthread_sigmask(SIG_UNBLOCK, &taken, NULL);
+}
+
+static void take(int sig)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_graceful;
-    sigemptyset(&sa.sa_mask);
-    /* the other one waits while the first is handled */
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_signal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+    atomic_fetch_or(&active, 1u << sig);
+}
+
+void tupe_process_graceful(volatile sig_atomic_t *flag, const char *msg)
+{
+    atomic_store(&grace_msg, msg);
+    atomic_store(&grace_flag, flag);
+    /* even where they were ignored at the start (a background job's SIGINT): a stop asked
+     * for is a stop */
+    take(SIGINT);
+    take(SIGTERM);
 }
 
 /* Close standard output as gnulib's close_stream does: a failed write (the error flag), or a
@@ -108,13 +157,22 @@ void tupe_process_start(const char *prog)
     prog_name = prog;
     on_exit(at_exit, NULL);
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    sigemptyset(&taken);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
+        sigaddset(&taken, sigs[i]);
+        struct sigaction old;
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
             continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(sigs[i], &sa, NULL);
+        take(sigs[i]);
     }
+    sigset_t before;
+    if (pthread_sigmask(SIG_BLOCK, &taken, &before) != 0)
+        return;
+    if (pthread_create(&taker, NULL, take_signals, NULL) != 0) {
+        pthread_sigmask(SIG_SETMASK, &before, NULL); /* the handler alone, as a fallback */
+        return;
+    }
+    pthread_detach(taker);
+    atomic_store(&have_taker, 1);
+    pthread_atfork(NULL, NULL, after_fork_child);
 }

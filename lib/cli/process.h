@@ -6,7 +6,9 @@
  *     code stands when it had one): every printf of every program is checked by this one
  *     place, as gnulib's close_stdout does for the GNU tools;
  *   - SIGINT, SIGTERM and SIGHUP (unless ignored, as under nohup) remove the temporaries of
- *     the outputs in progress (base/tmpfiles.h) and end the process with status 130.
+ *     the outputs in progress (base/tmpfiles.h) and end the process with status 130. They
+ *     are blocked in every thread and taken by a thread of their own (sigwait), so that no
+ *     handler runs on a computing thread's stack (oneDNN's JIT kernels do not survive it).
  * A program with its own handler (tupe-pretrain finishes its step first) calls
  * tupe_process_interrupted() where it ends the process.
  *
