@@ -606,12 +606,17 @@ static int resolve_config(run *r, const char *ckpt, tupe_err *e)
     return tupe_config_check(&r->cfg, 1, e);
 }
 
+/* A checkpoint's training state (its JSON text; NULL where it has none or it does not parse),
+ * read once by every check below. */
+static json_t *state_parse(const char *txt)
+{
+    return txt ? json_loads(txt, 0, NULL) : NULL;
+}
+
 /* A checkpoint of tupe-pretrain records the vocabulary of its shards: shards of another
  * vocabulary of the same size, whose ids mean other tokens, are refused. */
-static int check_vocab_hash(const run *r, const char *ckpt, const char *state, tupe_err *e)
+static int check_vocab_hash(const run *r, const char *ckpt, const json_t *st, tupe_err *e)
 {
-    json_error_t je;
-    json_t *st = state ? json_loads(state, 0, &je) : NULL;
     json_t *vh = st ? json_object_get(st, "vocab_hash") : NULL;
     uint64_t h;
     int rc = 0;
@@ -623,7 +628,6 @@ static int check_vocab_hash(const run *r, const char *ckpt, const char *state, t
         rc = tupe_fail(e, TUPE_EDATA, "%s was trained with another vocabulary (%s) than the shards "
                        "of %s (%s)", ckpt, a, r->o->data, b);
     }
-    json_decref(st);
     return rc;
 }
 
@@ -700,10 +704,9 @@ static json_t *recipe_json(const tupe_pretrain_opts *o)
 /* The recipe recorded in a checkpoint's training state against this invocation's: a usage
  * error naming the first option that differs and both values. A checkpoint from before the
  * recipe was recorded is not checked. */
-static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char *from, tupe_err *e)
+static int check_recipe(const json_t *st, const tupe_pretrain_opts *o, const char *from, tupe_err *e)
 {
-    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
-    json_t *saved = json_object_get(st, "recipe");
+    json_t *saved = st ? json_object_get(st, "recipe") : NULL;
     int rc = 0;
     for (size_t i = 0; json_is_object(saved) && i < sizeof recipe / sizeof recipe[0] && !rc; i++) {
         json_t *v = json_object_get(saved, recipe[i].key);
@@ -717,7 +720,6 @@ static int check_recipe(const char *txt, const tupe_pretrain_opts *o, const char
                            "another value would continue it as a different run", from, recipe[i].opt,
                            json_number_value(v), now);
     }
-    json_decref(st);
     return rc;
 }
 
@@ -745,7 +747,7 @@ static char *state_json(const tstate *s, const run *r)
 }
 
 /* The state's trained_seq_len (0 when absent: checkpoints before it, or not tupe-pretrain's). */
-static int64_t state_trained_len(json_t *st)
+static int64_t state_trained_len(const json_t *st)
 {
     json_t *v = st ? json_object_get(st, "trained_seq_len") : NULL;
     json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
@@ -754,15 +756,12 @@ static int64_t state_trained_len(json_t *st)
 
 /* Evaluation past the longest sequences a learned position table was trained on would read
  * rows that never had a gradient (their initial noise): refused, as past its last row. */
-static int check_trained_len(const run *r, const char *ckpt, const char *state, tupe_err *e)
+static int check_trained_len(const run *r, const char *ckpt, const json_t *st, tupe_err *e)
 {
     uint32_t len = r->crop ? r->crop : r->seq_len;
     if (!tupe_cfg_pos_table(&r->cfg))
         return 0;
-    json_error_t je;
-    json_t *st = state ? json_loads(state, 0, &je) : NULL;
     int64_t n = state_trained_len(st);
-    json_decref(st);
     if (n && len > n)
         return tupe_fail(e, TUPE_EDATA, "%s was trained on sequences of at most %lld tokens: its "
                          "learned position table (%s) has no trained rows past them, so it cannot "
@@ -771,10 +770,8 @@ static int check_trained_len(const run *r, const char *ckpt, const char *state, 
     return 0;
 }
 
-static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *e)
+static int parse_state(const json_t *o, const char *where, tstate *s, tupe_err *e)
 {
-    json_error_t je;
-    json_t *o = txt ? json_loads(txt, 0, &je) : NULL;
     if (!o)
         return tupe_fail(e, TUPE_EDATA, "%s: no readable training state in the checkpoint", where);
     json_t *st = json_object_get(o, "step"), *tk = json_object_get(o, "tokens"),
@@ -801,7 +798,6 @@ static int parse_state(const char *txt, const char *where, tstate *s, tupe_err *
             rc = tupe_fail(e, TUPE_EDATA, "%s: training state out of range (step %lld, batch "
                            "%lld)", where, (long long)s->step, (long long)batch);
     }
-    json_decref(o);
     return rc;
 }
 
@@ -1038,39 +1034,39 @@ static int load_weights(trainer *t, tupe_err *e)
     if (!from[0]) {
         if (!o->init)
             return tupe_model_init(t->r.m, o->seed, e);
-        if (!(rc = tupe_ckpt_load(o->init, t->r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
-            rc = check_vocab_hash(&t->r, o->init, js, e);
-        if (!rc) { /* continued pre-training keeps what the start had trained; a start that
-                    * does not say (an imported model) leaves it unknown */
-            json_error_t je;
-            json_t *st = js ? json_loads(js, 0, &je) : NULL;
+        if ((rc = tupe_ckpt_load(o->init, t->r.m, NULL, &js, TUPE_CKPT_HEADS_OPTIONAL, e)))
+            return rc;
+        json_t *st = state_parse(js);
+        free(js);
+        if (!(rc = check_vocab_hash(&t->r, o->init, st, e))) {
+            /* continued pre-training keeps what the start had trained; a start that does not
+             * say (an imported model) leaves it unknown */
             int64_t n = state_trained_len(st);
-            json_decref(st);
             t->st.trained_len = n > t->st.trained_len ? n : n ? t->st.trained_len : 0;
         }
-        free(js);
+        json_decref(st);
         return rc;
     }
     if ((rc = tupe_ckpt_load(from, t->r.m, t->opt, &js, 0, e)))
         return rc;
+    json_t *st = state_parse(js);
+    free(js);
     tstate saved;
-    rc = parse_state(js, from, &saved, e);
+    rc = parse_state(st, from, &saved, e);
     if (rc) {
-        free(js);
+        json_decref(st);
         return rc;
     }
-    if (saved.batch != o->batch) {
-        free(js);
-        return tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
-                         "(now %d) to continue the same data order", from, saved.batch, o->batch);
-    }
-    if (saved.has_seed && saved.seed != o->seed)
+    if (saved.batch != o->batch)
+        rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --batch %d; resume with the same batch "
+                       "(now %d) to continue the same data order", from, saved.batch, o->batch);
+    else if (saved.has_seed && saved.seed != o->seed)
         rc = tupe_fail(e, TUPE_EUSAGE, "%s was trained with --seed %llu; resume with the same seed "
                        "(now %llu) to continue the same data order, masks and dropout", from,
                        (unsigned long long)saved.seed, (unsigned long long)o->seed);
     if (!rc)
-        rc = check_recipe(js, o, from, e);
-    free(js);
+        rc = check_recipe(st, o, from, e);
+    json_decref(st);
     if (rc)
         return rc;
     if (saved.step != t->resume_step)
@@ -1316,6 +1312,13 @@ static uint64_t micro_offset(const trainer *t, int64_t step, int i)
     return (uint64_t)(step - 1) * (uint64_t)t->r.o->batch + (uint64_t)j * (uint64_t)t->r.mb;
 }
 
+/* The masked-LM loss's divisor: the step's masked positions over every rank (1 where there
+ * are none, whose loss is 0). The device's block and the host's batch take the same double. */
+static double loss_norm(const uint64_t *counts)
+{
+    return counts[0] ? (double)counts[0] : 1.0;
+}
+
 /* The step's parameter block (backend.h's TUPE_PAR_*), in one upload before its work: the
  * values the step's kernels would otherwise take by value, the same doubles as the host's. */
 static void put_params(trainer *t, int64_t step, const uint64_t *counts)
@@ -1325,7 +1328,7 @@ static void put_params(trainer *t, int64_t step, const uint64_t *counts)
     p[TUPE_PAR_STEP] = (double)(uint32_t)step;
     p[TUPE_PAR_LR] = lr;
     p[TUPE_PAR_STEP_SIZE] = tupe_adamw_next_step_size(t->opt, lr);
-    p[TUPE_PAR_LOSS_NORM] = counts[0] ? (double)counts[0] : 1.0;
+    p[TUPE_PAR_LOSS_NORM] = loss_norm(counts);
     for (int i = 0; i < k; i++)
         p[TUPE_PAR_OFFSET + i] = (double)micro_offset(t, step, i);
     t->be->upload(t->be, t->par, p, (size_t)(TUPE_PAR_OFFSET + k), TUPE_DBL);
@@ -1364,7 +1367,7 @@ static int train_step(trainer *t, int64_t step, double *loss, double *norm, tupe
         tupe_batch_dev bd = {t->ahead ? t->ahead[4 * i] : NULL, t->ahead ? t->ahead[4 * i + 1] : NULL,
                              t->ahead ? t->ahead[4 * i + 2] : NULL, t->ahead ? t->ahead[4 * i + 3] : NULL};
         b.dev = ahead ? &bd : NULL;
-        b.loss_norm = counts[0] ? (double)counts[0] : 1.0;
+        b.loss_norm = loss_norm(counts);
         b.rtd_norm = (double)counts[1];
         b.noise_step = (uint32_t)step;
         b.sample_offset = micro_offset(t, step, i);
@@ -1702,9 +1705,10 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
         !(rc = o->rope_scaling ? tupe_model_rope_scaling(r.m, o->rope_scaling, o->rope_factor, e)
                                : 0)) {
         char *js = NULL;
-        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) &&
-            !(rc = check_vocab_hash(&r, checkpoint, js, e)) &&
-            !(rc = check_trained_len(&r, checkpoint, js, e)) &&
+        json_t *st = NULL;
+        if (!(rc = tupe_ckpt_load(checkpoint, r.m, NULL, &js, 0, e)) && (st = state_parse(js), 1) &&
+            !(rc = check_vocab_hash(&r, checkpoint, st, e)) &&
+            !(rc = check_trained_len(&r, checkpoint, st, e)) &&
             !(rc = evaluate(&r, o->eval_sequences, res, e)) && res->masked == 0)
             rc = tupe_fail(e, TUPE_EFAIL, "%s: no position of the %lld sequence%s evaluated was "
                            "masked, so there is no loss (more --eval-sequences, or a larger "
@@ -1713,6 +1717,7 @@ int tupe_eval_checkpoint(const char *checkpoint, const char *data, const tupe_pr
             rc = tupe_rtdprobe_commit(r.pw, e);
             r.pw = NULL;
         }
+        json_decref(st);
         free(js);
     }
     tupe_shardr_close(rd);
