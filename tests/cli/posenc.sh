@@ -119,6 +119,11 @@ check "compare-positions.sh: a row per encoding, mean ± spread, n/a past a lear
     has $T/cmp/bert-a/seed-1/results.json "\"n/a\":"'
 run env "${cmp_env[@]}" bash $TUPE_SRC/share/tupe/examples/compare-positions.sh $TUPE_SRC/share/tupe/sample/corpus.txt.zst $T/cmp
 check "compare-positions.sh again: the finished runs are read, not redone" eval '[ $rc = 0 ] && has $T/err "rope seed 2: done before"'
+# The runs' JSON alone (as results/compare-positions keeps them): the same table, no corpus read.
+mkdir -p $T/cmp-json && (cd $T/cmp && find . -path './*/seed-*' \( -name results.json -o -name 'eval-*.json' \) -exec cp --parents {} $T/cmp-json/ \;)
+run env "${cmp_env[@]}" bash $TUPE_SRC/share/tupe/examples/compare-positions.sh $T/no-corpus $T/cmp-json
+check "compare-positions.sh on the runs' JSON alone: the same table, nothing trained" eval '[ $rc = 0 ] &&
+    cmp $T/cmp/table.md $T/cmp-json/table.md && [ ! -e $T/cmp-json/vocab.txt ] && [ ! -e $T/cmp-json/shards ]'
 # tupe-glue fine-tunes a deberta model (the classifier over its encoder, per-sequence terms in
 # every step)
 sample_glue $T/glue

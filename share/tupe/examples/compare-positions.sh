@@ -44,11 +44,15 @@ th=()
 mkdir -p "$out"
 echo "corpus: $corpus; $MODEL, $STEPS steps of $BATCH x $SEQ, seeds $SEEDS; output in $out" >&2
 
-[ -s "$out/vocab.txt" ] || tupe-tokenize train --vocab-size "$VOCAB_SIZE" -o "$out/vocab.txt" "$corpus"
-[ -d "$out/shards" ] || tupe-tokenize encode -q --vocab "$out/vocab.txt" "$corpus" |
+# Every run finished (their JSON kept, or copied alone into OUT, as the README's table is in the
+# source tree's results/compare-positions): nothing to train, so no vocabulary or shards either.
+todo=0
+for e in $ENCODINGS; do for s in $SEEDS; do [ -s "$out/$e/seed-$s/results.json" ] || todo=1; done; done
+[ $todo = 0 ] || [ -s "$out/vocab.txt" ] || tupe-tokenize train --vocab-size "$VOCAB_SIZE" -o "$out/vocab.txt" "$corpus"
+[ $todo = 0 ] || [ -d "$out/shards" ] || tupe-tokenize encode -q --vocab "$out/vocab.txt" "$corpus" |
     tupe-shard write -q -o "$out/shards" --seq-len "$SEQ" --valid-sequences 1000 --shards 4 --seed 1
 # The extrapolation set: the same held-out fraction of documents packed 4x as long.
-[ -d "$out/long" ] || tupe-tokenize encode -q --vocab "$out/vocab.txt" "$corpus" |
+[ $todo = 0 ] || [ -d "$out/long" ] || tupe-tokenize encode -q --vocab "$out/vocab.txt" "$corpus" |
     tupe-shard write -q -o "$out/long" --seq-len $((4 * SEQ)) --valid-sequences 250 --shards 1 --seed 1
 
 position_args() { # ENCODING: the tupe-pretrain options that select it
