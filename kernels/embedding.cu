@@ -178,6 +178,11 @@ __global__ void k_rows(T *dst, const T *src, const int32_t *idx, int M, int D, i
     if (x >= (size_t)M * D)
         return;
     int m = (int)(x / D), j = (int)(x % D);
+    if (idx[m] < 0) { /* a padding row (backend.h): a row of 0, or nothing added */
+        if (!scatter)
+            stv(dst, x, 0.0f);
+        return;
+    }
     size_t r = (size_t)idx[m] * D + j;
     if (scatter) /* indices are distinct: no two threads write one element */
         stv(dst, r, ldv(dst, r) + ldv(src, x));

@@ -54,7 +54,7 @@ __device__ __forceinline__ void xent_combine(float mx, float s, int arg, float *
 /* dlogits = scale softmax - scale onehot in columns [0, V) of rows of ld, 0 in [V, ld). */
 __device__ __forceinline__ float xent_g(float l, int v, float z, int label, int V, float s)
 {
-    if (v >= V)
+    if (v >= V || label < 0) /* a pad column, or an ignored row (backend.h) */
         return 0.0f;
     float o = __fmul_rn(s, tupe_expf(l - z));
     return v == label ? o - s : o;
@@ -74,6 +74,19 @@ __global__ void k_xent_rows(float *lse, double *loss, double *ok, T *d, const T 
     __shared__ int redi[32];
     int m = blockIdx.x, lab = labels[m];
     const T *l = logits + (size_t)m * ld;
+    if (lab < 0) { /* an ignored row (backend.h): nothing read, loss 0, a gradient row of 0 */
+        if (threadIdx.x == 0) {
+            if (lse)
+                lse[m] = 0.0f;
+            loss[m] = 0.0;
+            ok[m] = 0.0;
+        }
+        size_t nw = 0;
+        for (int c = threadIdx.x; d && c < ld; c += blockDim.x, nw++)
+            stv(d + (size_t)m * ld, (size_t)c, 0.0f);
+        TUPE_DEV_COUNT("xent_write_bytes", nw * sizeof(T));
+        return;
+    }
     float mx, s, z;
     int arg;
     xent_scan(l, V, vec, mx, s, arg);

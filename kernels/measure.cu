@@ -196,6 +196,8 @@ extern "C" int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *
     c->transfers = cnt("transfers");
     c->host_syncs = cnt("host_syncs");
     c->launches = c->kernels + c->gemms + c->memsets + c->copies + c->sorts;
+    c->launch_digest = (unsigned long long)::cuemu::counter_get("launch_digest");
+    c->gemm_flops = cnt("gemm_flops");
     if (cu_check(be, e))
         return TUPE_EFAIL;
     c->philox_calls = cnt("philox_calls");

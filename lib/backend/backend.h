@@ -233,15 +233,20 @@ struct tupe_backend {
                          const int32_t *idx, int B, int T, int H, int W, double s);
 
     /* ---- heads and losses ---- */
+    /* dst[m] = src[idx[m]]; idx[m] < 0: a padding row (the masked-LM head over a fixed number
+     * of rows, model.h's tupe_batch.rows), dst[m] = 0. */
     void (*gather_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                         int M, int D);
-    /* dst[idx[m]] += src[m] (indices distinct). */
+    /* dst[idx[m]] += src[m] (indices >= 0 distinct; a row whose index is < 0 is skipped: the
+     * padding rows would otherwise all add to one row, a race on a parallel device). */
     void (*scatter_rows)(tupe_backend *be, tupe_dev *dst, const tupe_dev *src, const int32_t *idx,
                          int M, int D);
     /* Cross-entropy of rows of logits[M, V] against labels; lse[M] (wide) kept. Row m starts at
      * logits + m * ld (ld >= V: the masked-LM head's rows are padded, model/params.h); columns
      * [V, ld) are never read. Adds the summed loss (natural log) to *loss and the number of
-     * rows whose first maximal logit is the label to *correct (NULL: not counted): device
+     * rows whose first maximal logit is the label to *correct (NULL: not counted). A label < 0
+     * marks an ignored row (a padding row of the masked-LM head): loss 0, never correct, lse
+     * 0, and in xent_bwd and xent_fused a gradient row of 0 (its logits unread). Device
      * doubles (TUPE_DBL), so that a step's scalars stay on the device until the host reads
      * them, once per logging interval (no wait here). */
     void (*xent_fwd)(tupe_backend *be, tupe_dev *lse, const tupe_dev *logits,

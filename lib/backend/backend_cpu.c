@@ -1118,8 +1118,12 @@ static void R(gather_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *src
     real *dst = (real *)dst_;
     const real *src = (const real *)src_;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static) if (M > 64)
-    for (int m = 0; m < M; m++)
-        memcpy(dst + (size_t)m * D, src + (size_t)idx[m] * D, (size_t)D * sizeof(real));
+    for (int m = 0; m < M; m++) {
+        if (idx[m] < 0) /* a padding row (backend.h) */
+            memset(dst + (size_t)m * D, 0, (size_t)D * sizeof(real));
+        else
+            memcpy(dst + (size_t)m * D, src + (size_t)idx[m] * D, (size_t)D * sizeof(real));
+    }
 }
 
 static void R(scatter_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *src_,
@@ -1129,6 +1133,8 @@ static void R(scatter_rows)(tupe_backend *be, tupe_dev *dst_, const tupe_dev *sr
     const real *src = (const real *)src_;
 #pragma omp parallel for num_threads(be->nthreads) schedule(static) if (M > 64)
     for (int m = 0; m < M; m++) {
+        if (idx[m] < 0) /* a padding row adds nothing */
+            continue;
         real *d = dst + (size_t)idx[m] * D;
         const real *s = src + (size_t)m * D;
         for (int j = 0; j < D; j++)
@@ -1160,6 +1166,10 @@ static inline real R(xent_row)(const real *l, int V, int *arg)
 static inline void R(xent_grad_row)(real *o, const real *l, real z, int label, int V, int ld,
                                     real s)
 {
+    if (label < 0) { /* an ignored row (backend.h): no gradient */
+        memset(o, 0, (size_t)ld * sizeof *o);
+        return;
+    }
 #pragma omp simd
     for (int v = 0; v < V; v++)
         o[v] = s * EXP(l[v] - z);
@@ -1178,6 +1188,15 @@ static void R(xent_rows)(tupe_backend *be, real *lse, real *d, const real *lg,
 #pragma omp parallel for num_threads(be->nthreads) schedule(static) reduction(+ : ok)
     for (int m = 0; m < M; m++) {
         const real *l = lg + (size_t)m * ld;
+        if (labels[m] < 0) { /* an ignored row (backend.h): its loss 0, not counted */
+            if (lse)
+                lse[m] = 0;
+            if (rows)
+                rows[m] = 0;
+            if (d)
+                R(xent_grad_row)(d + (size_t)m * ld, l, 0, -1, V, ld, 0);
+            continue;
+        }
         int arg;
         real z = R(xent_row)(l, V, &arg);
         if (lse)

@@ -63,10 +63,15 @@ int tupe_backend_cuda_op_times(tupe_backend *be, tupe_cuda_op_time *t, int cap, 
 typedef struct tupe_cuda_counters {
     long long launches, kernels, gemms, memsets, copies, sorts, transfers, host_syncs;
     long long philox_calls, dropout_decisions;
+    long long gemm_flops;   /* the products' 2 m n k (per batch) */
     long long peak_device_bytes, largest_buffer_bytes;
     /* the cross-entropy's logits: bytes read from memory, read again by a block that has just
      * read them (from cache on a GPU: the fused classifier's second pass), and written */
     long long xent_read_bytes, xent_reread_bytes, xent_write_bytes;
+    /* every launch, product, copy, transfer, memset and sort by name and shape, folded in
+     * order (tests/cuemu: cuemu.h): equal for two steps that made the same calls, of the same
+     * shapes (a CUDA graph's prerequisite) */
+    unsigned long long launch_digest;
 } tupe_cuda_counters;
 int tupe_backend_cuda_counters_reset(tupe_backend *be, tupe_err *e);
 int tupe_backend_cuda_counters(tupe_backend *be, tupe_cuda_counters *c, tupe_err *e);

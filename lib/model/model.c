@@ -63,6 +63,7 @@ struct tupe_model {
     int view;               /* parameters and gradients are the caller's (tupe_model_create_view) */
     /* the last forward pass */
     int have_fwd, train, B, T, M, has_types;
+    int Mr;             /* the masked-LM head's rows: M and the padding rows (tupe_batch.rows) */
     int logits_grad;    /* the masked-LM logits were replaced by their gradient (xent_fused) */
     int keep_logits;    /* tupe_model_keep_logits */
     tupe_step step;
@@ -574,6 +575,13 @@ static int check_batch(const tupe_model *m, const tupe_batch *b, tupe_err *e)
                              b->M, m->cap.masked);
         if (b->M > 0 && (!b->mask_pos || !b->mask_label))
             return tupe_fail(e, TUPE_EDATA, "masked positions without labels");
+        if (b->rows != 0 && (b->rows < b->M || b->rows > m->cap.masked))
+            return tupe_fail(e, TUPE_EDATA, "a masked-LM head of %d rows for %d masked positions "
+                             "(this model holds up to %d)", b->rows, b->M, m->cap.masked);
+        for (int i = b->M; i < b->rows; i++)
+            if (b->mask_pos[i] != -1 || b->mask_label[i] != -1)
+                return tupe_fail(e, TUPE_EDATA, "padding row %d of the masked-LM head: position "
+                                 "%d, label %d (not -1)", i, b->mask_pos[i], b->mask_label[i]);
         unsigned char *seen = calloc((size_t)b->B * b->T, 1);
         if (!seen)
             return tupe_fail(e, TUPE_EFAIL, "out of memory");
@@ -646,6 +654,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
     m->B = B;
     m->T = T;
     m->M = c->num_labels == 0 && !c->rtd_head ? b->M : 0;
+    m->Mr = m->M > 0 && b->rows > m->M ? b->rows : m->M;
     m->train = st != NULL;
     if (st)
         m->step = *st;
@@ -734,8 +743,9 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
                        NULL);
         be->xent_fwd(be, m->lse, m->logits, (const int32_t *)m->i_rlab, R, 2, 2, s_loss, s_ok);
     } else if (c->num_labels == 0) {
-        int M = b->M;
-        r.count = M;
+        /* over Mr rows, the padding rows' loss, gradient and count 0 (backend.h) */
+        int M = m->Mr;
+        r.count = b->M;
         if (M > 0) {
             input_in(be, m->i_mpos, b->dev ? b->dev->mask_pos : NULL, b->mask_pos, (size_t)M);
             input_in(be, m->i_mlab, b->dev ? b->dev->mask_label : NULL, b->mask_label, (size_t)M);
@@ -751,7 +761,7 @@ int tupe_model_forward(tupe_model *m, const tupe_batch *b, const tupe_step *st, 
             if (m->train && !m->keep_logits) {
                 /* the fused classifier: one pass over the logits for the loss and for its
                  * gradient, which replaces them (a probe computes them again) */
-                double norm = b->loss_norm > 0 ? b->loss_norm : (double)M; /* m->norm below */
+                double norm = b->loss_norm > 0 ? b->loss_norm : (double)b->M; /* m->norm below */
                 /* a block holds the norm of a step's batch (model.h's tupe_step) */
                 const tupe_dev *snorm = m->step.par && b->loss_norm > 0
                                             ? tupe_dev_dat(m->step.par, TUPE_PAR_LOSS_NORM) : NULL;
@@ -837,9 +847,10 @@ int tupe_model_backward(tupe_model *m, tupe_err *e)
                        R, D, D);
         be->scatter_rows(be, m->dY, m->dh2, (const int32_t *)m->i_rpos, R, D);
     } else if (c->num_labels == 0) {
-        int M = m->M;
+        int M = m->Mr;
         if (M > 0) {
-            /* the pad columns' gradient is 0: the pad rows' gradients stay 0 */
+            /* the pad columns' gradient is 0: the pad rows' gradients stay 0; the padding
+             * rows' (label -1) too, and their scatter adds nothing */
             if (!m->logits_grad)
                 be->xent_bwd(be, m->logits, m->logits, m->lse, (const int32_t *)m->i_mlab, M, V,
                              y->vpad, inv);

@@ -40,7 +40,7 @@ typedef struct tupe_capacity {
 /* One forward pass's input, on the host. Sequences are right-padded: positions >= lengths[b]
  * are padding (their ids are ignored). */
 /* A batch's integer inputs already on the device, uploaded ahead by the caller (backend.h,
- * upload_ahead): ids [B*T], lengths [B], mask_pos and mask_label [M], the same values as the
+ * upload_ahead): ids [B*T], lengths [B], mask_pos and mask_label [rows], the same values as the
  * batch's host arrays (which the forward pass still checks and reads). */
 typedef struct tupe_batch_dev {
     const tupe_dev *ids, *lengths, *mask_pos, *mask_label;
@@ -78,6 +78,12 @@ typedef struct tupe_batch {
     /* the same inputs on the device (a masked-LM batch of a model without an ELECTRA pair or
      * token types), taken into the model's input buffers on the device, or NULL: uploaded */
     const tupe_batch_dev *dev;
+    /* The masked-LM head's rows: 0 (= M), or M to the capacity's masked, the same every step
+     * (a training step with the same launches, of the same shapes, whatever M: a CUDA graph's
+     * prerequisite); mask_pos and mask_label then hold `rows` entries, those past M padding
+     * rows: position -1 and label -1 (backend.h: a zero row, an ignored label). The loss,
+     * correct and count are those of the M real rows. */
+    int rows;
 } tupe_batch;
 
 /* Training-mode settings of a forward pass; NULL means evaluation (no dropout). */

@@ -74,6 +74,7 @@ typedef struct run {
     uint32_t seq_len;
     uint32_t crop;               /* evaluation: the first `crop` tokens of every sequence (0: all) */
     int mb;                      /* sequences per forward pass */
+    int mrows;                   /* the masked-LM head's rows in every batch (tupe_batch.rows) */
     tupe_mask_cfg mask;
     int32_t *rand_ids;
     int electra;                 /* the model is an ELECTRA pair */
@@ -260,12 +261,17 @@ static void make_batch(run *r, int first, int n, int stride, tupe_batch *b)
             r->b_lab[M++] = ml[k];
         }
     }
+    /* the head over the same rows every step (a CUDA graph's fixed shapes), M of them real */
+    int rows = M > r->mrows ? M : r->mrows;
+    for (int k = M; k < rows; k++)
+        r->b_pos[k] = r->b_lab[k] = -1;
     memset(b, 0, sizeof *b);
     b->B = n;
     b->T = T;
     b->ids = r->b_ids;
     b->lengths = r->b_len;
     b->M = M;
+    b->rows = rows;
     b->mask_pos = r->b_pos;
     b->mask_label = r->b_lab;
     b->noise_key = r->b_keys;
@@ -640,6 +646,7 @@ static int create_model(run *r, tupe_backend *be, tupe_err *e)
     if (per_seq > T)
         per_seq = T;
     tupe_capacity cap = {r->mb, T, r->mb * per_seq};
+    r->mrows = cap.masked;
     return tupe_model_create_padded(&r->m, &r->cfg, be, &cap, tupe_gradsync_flat_multiple(r->world), e);
 }
 
@@ -982,8 +989,8 @@ static void upload_ahead(trainer *t, int64_t step)
         tupe_dev **d = t->ahead + 4 * i;
         be->upload_ahead(be, d[0], b.ids, (size_t)b.B * (size_t)b.T, TUPE_I32);
         be->upload_ahead(be, d[1], b.lengths, (size_t)b.B, TUPE_I32);
-        be->upload_ahead(be, d[2], b.mask_pos, (size_t)b.M, TUPE_I32);
-        be->upload_ahead(be, d[3], b.mask_label, (size_t)b.M, TUPE_I32);
+        be->upload_ahead(be, d[2], b.mask_pos, (size_t)b.rows, TUPE_I32);
+        be->upload_ahead(be, d[3], b.mask_label, (size_t)b.rows, TUPE_I32);
     }
     t->ahead_step = step;
 }

@@ -36,6 +36,7 @@ MUTANTS=(
     'flash-key-block|the flash forward takes the keys of its last tile up to T, past the sequence'"'"'s length|s#for \(int j0 = 0; j0 < L; j0 \+= t\) \{ (/\* key tiles past[^\n]*)\n(\s*)int nc = min\(t, L - j0\);#for (int j0 = 0; j0 < L; j0 += t) { $1\n$2int nc = min(t, T_ - j0);#'
     'flash-dropout-index|the flash forward drops the score of (i, j) by the decision of (i, j + 1)|s{fl_drop\(S, t, d, g0 \+ \(size_t\)j0, T_, nr, nc\);}{fl_drop(S, t, d, g0 + (size_t)j0 + 1, T_, nr, nc);}'
     'xent-pad-columns|the cross-entropy reads its rows to the leading dimension, the padded vocabulary'"'"'s pad columns entering the maximum, the argmax and the sum|s{xent_scan\(l, V, vec, mx, s, arg\);}{xent_scan(l, ld, vec, mx, s, arg);}'
+    'xent-ignored-row|the cross-entropy scores an ignored row (label -1, a padding row of the masked-LM head) as a real one: its loss taken with the logit of column -1|s#if \(lab < 0\) \{ /\* an ignored row#if (lab < -1) { /* an ignored row#'
     'dropout-block-slot|the dropout kernels take the sample offset of micro-batch 0 from the step'"'"'s parameter block, whatever their micro-batch (every later micro-batch of a step repeats the first one'"'"'s dropout)|s{TUPE_PAR_OFFSET \+ d\.slot\]}{TUPE_PAR_OFFSET]}'
     'flash-dbias-order|the flash backward adds the sequences'"'"' bias gradients last to first|s#for \(int b = 0; b < B; b\+\+\) \{\n(\s*)int L = lens\[b\], nc = min\(nk, L - j0\);#for (int b = B - 1; b >= 0; b--) {\n$1int L = lens[b], nc = min(nk, L - j0);#'
 )

@@ -28,9 +28,10 @@
 #   curve-DEV           10 AdamW steps of tiny from the same seed: the loss curves
 #   counters            what the emulated GPU counts in a training step of small (cuda-bf16,
 #                       T = 128, batch 4, BERT-A and TUPE-R): launches (per layer too), host
-#                       waits, dropout's Philox calls and decisions, device memory; one JSON
-#                       line each (tupe-parity counters; README.md, "GPU", has them at T = 256
-#                       and 512); and tupe-parity bench --per-op runs (its times mean nothing)
+#                       waits, dropout's Philox calls and decisions, device memory, and that
+#                       two steps of different masked counts made the same launches of the
+#                       same shapes (launch_digests); one JSON line each (tupe-parity
+#                       counters; README.md, "GPU", has them at T = 256 and 512); and tupe-parity bench --per-op runs (its times mean nothing)
 #   pretrain            tupe-pretrain train --device cuda (fp32, bf16) against --device cpu:
 #                       the loss of every step and the final validation loss (tiny, 10 steps);
 #                       and fp32 with lazy streams bit-identical to the default streams (the
@@ -492,6 +493,13 @@ part_counters() {
         dec=$(echo "$line" | grep -o '"dropout_decisions":[0-9]*' | cut -d: -f2)
         [ -n "$calls" ] && [ -n "$dec" ] && [ $((calls * 8)) -le "$dec" ] ||
             { echo "counters ($v): $calls Philox calls for $dec dropout decisions (at most 1 per 8)"; rc=1; }
+        # issue 28 (a CUDA graph's prerequisite): two steps of different masked counts, the
+        # head over the capacity's rows, made the same launches of the same shapes
+        local m1 m2
+        m1=$(echo "$line" | sed -n 's/.*"masked":\[\([0-9]*\),\([0-9]*\)\].*/\1/p')
+        m2=$(echo "$line" | sed -n 's/.*"masked":\[\([0-9]*\),\([0-9]*\)\].*/\2/p')
+        [ -n "$m1" ] && [ "$m1" != "$m2" ] && echo "$line" | grep -q '"same_launches":true' ||
+            { echo "counters ($v): steps of $m1 and $m2 masked positions: not the same launches"; rc=1; }
         echo "DETAIL $line"
     done
     "$X" bench --dev cuda-bf16 --model tiny --position tupe-r --seq 64 --batch 2 --steps 1 --per-op \

@@ -667,7 +667,8 @@ __global__ void k_counted(int n)
         CUEMU_COUNT("selftest_threads", 1);
 }
 
-/* The counters: each kind of work once, memory's peak and largest buffer, a kernel's own. */
+/* The counters: each kind of work once, memory's peak and largest buffer, a kernel's own, the
+ * launch digest. */
 static void case_counters(void)
 {
     using cuemu::counter_get;
@@ -699,6 +700,21 @@ static void case_counters(void)
     CHECK(counter_get("kernels") == 0 && counter_get("selftest_threads") == 0);
     CHECK(counter_get("peak_device_bytes") == 4096);
     CHECK(counter_get("largest_buffer_bytes") == 4096);
+    /* the launch digest: the same calls of the same shapes give the same digest (whatever
+     * the arguments' values), another shape or another order another */
+    uint64_t dg[4];
+    for (int r = 0; r < 4; r++) {
+        cuemu::counters_reset();
+        if (r == 3)
+            OK(cudaMemsetAsync(a, 0, 4096, 0));
+        k_counted<<<r == 2 ? 4 : 3, 64>>>(r == 1 ? 7 : 40);
+        OK(cudaGetLastError());
+        if (r != 3)
+            OK(cudaMemsetAsync(a, r, 4096, 0));
+        dg[r] = counter_get("launch_digest");
+    }
+    OK(cudaStreamSynchronize(0));
+    CHECK(dg[0] != 0 && dg[0] == dg[1] && dg[2] != dg[0] && dg[3] != dg[0]);
     dfree(a);
 }
 

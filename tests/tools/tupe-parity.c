@@ -25,8 +25,10 @@
  *                     events: tupe_backend_cuda_timing)
  *   tupe-parity counters --dev cuda-bf16 --model small --seq 256 --batch 8 --position bert-a
  *                     one JSON line: what the emulated GPU counted in a training step
- *                     (launches, host waits, dropout's Philox calls, memory; per layer too:
- *                     tupe_backend_cuda_counters)
+ *                     (launches, host waits, dropout's Philox calls, memory, the products'
+ *                     FLOPs; per layer too: tupe_backend_cuda_counters), and whether two steps
+ *                     of different masked counts made the same launches of the same shapes
+ *                     (the head over the capacity's rows; --unpadded: over each batch's M)
  *
  * --digest adds after every comparison a line "DIGEST <op> <variant> <output> <hash>", the
  * FNV-1a hash of the device's values (the loss of every step of a curve too): two builds of a
@@ -782,12 +784,27 @@ static void ops_heads(pair *P, const shape *S)
     cmp(P, "gather_rows", "", "dst", &dst, 0);
     BOTH(be->scatter_rows(be, D(src), D(dst), IP(bi), M, Dd));
     cmp(P, "scatter_rows", "", "dst", &src, TOL(P, 1e-7, 8e-3));
+    rel(P, &bi);
+    /* the masked-LM head's padding rows (index -1, model.h's tupe_batch.rows), the last
+     * quarter and one in the middle: gathered as zeros, scattered as nothing */
+    int32_t *pidx = xmalloc((size_t)M * 4);
+    for (int m = 0; m < M; m++)
+        pidx[m] = m >= M - M / 4 || m == M / 2 ? -1 : idx[m];
+    bi = mki(P, pidx, (size_t)M);
+    BOTH(be->gather_rows(be, D(dst), D(src), IP(bi), M, Dd));
+    cmp(P, "gather_rows", "padding-rows", "dst", &dst, 0);
+    BOTH(be->scatter_rows(be, D(src), D(dst), IP(bi), M, Dd));
+    cmp(P, "scatter_rows", "padding-rows", "dst", &src, TOL(P, 1e-7, 8e-3));
     rel(P, &bi), rel(P, &src), rel(P, &dst);
 
-    int32_t *lab = xmalloc((size_t)M * 4);
+    int32_t *lab = xmalloc((size_t)M * 4), *ilab = xmalloc((size_t)M * 4);
     for (int m = 0; m < M; m++)
         lab[m] = irand(V);
-    buf bl = mki(P, lab, (size_t)M);
+    /* ignored rows (label -1: the head's padding rows) where the index above is -1 */
+    for (int m = 0; m < M; m++)
+        ilab[m] = pidx[m] < 0 ? -1 : lab[m];
+    free(pidx);
+    buf bl = mki(P, lab, (size_t)M), bil = mki(P, ilab, (size_t)M);
     /* rows of V, and rows padded to the masked-LM head's leading dimension (model/params.h)
      * whose pad columns hold values that would win the maximum, the argmax and the sum if a
      * kernel read them: every result the same, the gradient's pad columns 0 */
@@ -795,9 +812,11 @@ static void ops_heads(pair *P, const shape *S)
     /* the sums are added to device doubles that already hold something */
     const double start[2] = {0.25, 3};
     buf sl;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
+        /* pass 2: padded rows with ignored ones, whose logits are NaN: never read */
         int ld = pass ? ldp : V;
-        const char *var = pass ? "padded-rows" : "";
+        const char *var = pass == 2 ? "ignored-rows" : pass ? "padded-rows" : "";
+        buf bl_ = pass == 2 ? bil : bl;
         float *lg = randv(P, (size_t)M * ld, 4, 0);
         for (int m = 0; m < M; m++) {
             float *row = lg + (size_t)m * ld;
@@ -807,11 +826,13 @@ static void ops_heads(pair *P, const shape *S)
                 row[lab[m]] = 8;
             for (int v = V; v < ld; v++)
                 row[v] = 50;
+            for (int v = 0; pass == 2 && ilab[m] < 0 && v < ld; v++)
+                row[v] = NAN;
         }
         buf logits = mk(P, (size_t)M * ld, 0, lg), lse = mk(P, (size_t)M, 1, NULL);
         double got[2][2], loss[2], ok[2], floss[2], fok[2];
         sl = mkd(P, start, 2);
-        BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl), M, V, ld, D(sl), tupe_dev_dat(D(sl), 1)));
+        BOTH(be->xent_fwd(be, D(lse), D(logits), IP(bl_), M, V, ld, D(sl), tupe_dev_dat(D(sl), 1)));
         BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
         for (int k = 0; k < 2; k++)
             loss[k] = got[k][0], ok[k] = got[k][1];
@@ -826,7 +847,7 @@ static void ops_heads(pair *P, const shape *S)
         /* the second pass takes the divisor from a device double (a step's parameter block) */
         double nd = (double)M;
         buf nrm = mkd(P, &nd, 1);
-        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl), M, V, ld, 1.0 / M,
+        BOTH(be->xent_fused(be, D(fused), D(fused), IP(bl_), M, V, ld, 1.0 / M,
                             pass ? D(nrm) : NULL, D(sl), tupe_dev_dat(D(sl), 1)));
         rel(P, &nrm);
         BOTH(be->download(be, got[s_], D(sl), 2, TUPE_DBL));
@@ -835,8 +856,9 @@ static void ops_heads(pair *P, const shape *S)
         rel(P, &sl);
         cmp_val(P, "xent_fused", var, "loss", floss[0], floss[1], TOL(P, 1e-6, 1e-4));
         cmp_val(P, "xent_fused", var, "correct", fok[0], fok[1], 0);
-        BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl), M, V, ld, 1.0 / M));
-        cmp(P, "xent_bwd", pass ? "in-place,padded-rows" : "in-place", "dlogits", &logits,
+        BOTH(be->xent_bwd(be, D(logits), D(logits), D(lse), IP(bl_), M, V, ld, 1.0 / M));
+        cmp(P, "xent_bwd", pass == 2 ? "in-place,ignored-rows" : pass ? "in-place,padded-rows"
+                                                                     : "in-place", "dlogits", &logits,
             TOL(P, 1e-5, 1e-2));
         cmp(P, "xent_fused", var, "dlogits", &fused, TOL(P, 1e-5, 1e-2));
         if (!backend_error(P, "xent_fused")) {
@@ -854,23 +876,25 @@ static void ops_heads(pair *P, const shape *S)
             free(h[1]);
         }
         rel(P, &fused);
-        if (pass && !backend_error(P, "xent_bwd")) { /* the pad columns exactly 0 on both */
+        if (pass && !backend_error(P, "xent_bwd")) {
+            /* the pad columns exactly 0 on both, and the ignored rows' every column */
             float *h = xmalloc((size_t)M * ld * sizeof *h);
             double nz = 0;
             for (int s_ = 0; s_ < 2; s_++) {
                 P->be[s_]->download(P->be[s_], h, logits.d[s_], (size_t)M * ld, TUPE_F32);
                 for (int m = 0; m < M; m++)
-                    for (int v = V; v < ld; v++)
+                    for (int v = pass == 2 && ilab[m] < 0 ? 0 : V; v < ld; v++)
                         nz += h[(size_t)m * ld + v] != 0;
             }
-            verdict(P, "xent_bwd", var, "pad cols", nz, nz, 0);
+            verdict(P, "xent_bwd", var, pass == 2 ? "pad cols,ignored rows" : "pad cols", nz, nz, 0);
             free(h);
         }
         rel(P, &logits), rel(P, &lse);
         free(lg);
     }
-    rel(P, &bl);
+    rel(P, &bl), rel(P, &bil);
     free(lab);
+    free(ilab);
     free(idx);
 
     int Mm = 64;
@@ -991,6 +1015,7 @@ static int cmd_ops(pair *P, int small, const char *only)
 
 typedef struct mbatch {
     int B, T, M;
+    int rows;   /* the head's rows, as tupe-pretrain's: its capacity, M or more (model.h) */
     int32_t *ids, *len, *mpos, *mlab;
 } mbatch;
 
@@ -1016,6 +1041,11 @@ static void make_batch(mbatch *b, int B, int T, int V, uint64_t seed)
             }
         }
     }
+    /* padding rows up to the capacity train_capacity gives (15% of each sequence and one) */
+    int per_seq = (int)floor(0.15 * T) + 1;
+    b->rows = B * per_seq > b->M ? B * per_seq : b->M;
+    for (int k = b->M; k < b->rows; k++)
+        b->mpos[k] = b->mlab[k] = -1;
     rng_state = keep;
 }
 
@@ -1023,8 +1053,7 @@ static void make_batch(mbatch *b, int B, int T, int V, uint64_t seed)
  * each sequence and one, as lib/train/pretrain.c bounds them), enough for b. */
 static tupe_capacity train_capacity(const mbatch *b)
 {
-    int per_seq = (int)floor(0.15 * b->T) + 1;
-    tupe_capacity cap = {b->B, b->T, b->B * per_seq > b->M ? b->B * per_seq : b->M};
+    tupe_capacity cap = {b->B, b->T, b->rows};
     return cap;
 }
 
@@ -1035,6 +1064,7 @@ static void free_batch(mbatch *b)
 
 static int ROPE_HALF; /* --rope-half: RoPE's half-split layout instead of the interleaved */
 static double ELECTRA; /* --electra F: an ELECTRA pair, the generator F of the model's width */
+static int UNPADDED; /* counters --unpadded: the head over each batch's M rows (for comparison) */
 
 static int load_cfg(tupe_config *c, const char *model, const char *position, int tie_cls, int V)
 {
@@ -1091,7 +1121,7 @@ static int fwd_bwd(tupe_model *m, const mbatch *b, uint32_t step, tupe_dev *blk,
     tupe_batch tb;
     memset(&tb, 0, sizeof tb);
     tb.B = b->B, tb.T = b->T, tb.ids = b->ids, tb.lengths = b->len;
-    tb.M = b->M, tb.mask_pos = b->mpos, tb.mask_label = b->mlab;
+    tb.M = b->M, tb.mask_pos = b->mpos, tb.mask_label = b->mlab, tb.rows = b->rows;
     tb.loss_norm = b->M > 0 ? (double)b->M : 0; /* the default divisor, given */
     tupe_backend *be = tupe_model_backend(m);
     double v[TUPE_PAR_OFFSET + 1] = {[TUPE_PAR_STEP] = step, [TUPE_PAR_LOSS_NORM] = tb.loss_norm};
@@ -1170,7 +1200,7 @@ static int cmd_step(pair *P, const char *model, const char *position, int tie_cl
         tupe_batch tb;
         memset(&tb, 0, sizeof tb);
         tb.B = B, tb.T = T, tb.ids = b.ids, tb.lengths = b.len, tb.M = b.M;
-        tb.mask_pos = b.mpos, tb.mask_label = b.mlab;
+        tb.mask_pos = b.mpos, tb.mask_label = b.mlab, tb.rows = b.rows;
         /* the dropout's step from a step parameter block, as the trainer's */
         const double pv[TUPE_PAR_OFFSET + 1] = {[TUPE_PAR_STEP] = 3};
         if (!(blk[s] = par_block(P->be[s])))
@@ -1416,50 +1446,65 @@ done: /* every path frees what it made (the suite runs under LeakSanitizer) */
 }
 
 #if defined(TUPE_HAVE_CUDA)
-/* The emulated GPU's counters of the second of two training steps (forward, backward, the
- * gradient norm, AdamW) of a model of configuration c: the first one grows the scratch
- * buffers, the second is a step as every later one is. The loss stays on the device (a
- * trainer reads it with the norm: the step's one host wait). */
+/* The emulated GPU's counters of a training step (forward, backward, the gradient norm,
+ * AdamW) of a model of configuration c: the first step grows the scratch buffers, the next
+ * are steps as every later one is. With digest, three steps, the second and the third of
+ * batches with different numbers of masked positions (masked[0..1]), both with the head over
+ * the capacity's rows as tupe-pretrain's: digest[0..1] their launch digests (equal: the same
+ * launches of the same shapes), n the third's counters; without, two steps of one batch. The
+ * loss stays on the device (a trainer reads it with the norm: the step's one host wait). */
 static int count_step(tupe_backend *be, const tupe_config *c, int B, int T, tupe_cuda_counters *n,
-                      int *masked)
+                      int *masked, unsigned long long *digest)
 {
-    mbatch b;
-    make_batch(&b, B, T, c->vocab_size, 5);
-    *masked = b.M;
-    tupe_capacity cap = train_capacity(&b);
+    mbatch b[2];
+    make_batch(&b[0], B, T, c->vocab_size, 5);
+    make_batch(&b[1], B, T, c->vocab_size, 6);
+    masked[0] = b[1].M, masked[1] = b[0].M;
+    tupe_capacity cap = train_capacity(&b[0]);
     tupe_model *m;
     tupe_adamw *o;
     tupe_adamw_cfg ac;
     tupe_err e;
     tupe_adamw_defaults(&ac);
+    if (b[1].rows > cap.masked) {
+        fprintf(stderr, "tupe-parity: counters: %d masked positions, more than the capacity's %d\n",
+                b[1].rows, cap.masked);
+        return 2;
+    }
+    b[1].rows = cap.masked; /* (make_batch's rows: the capacity's, unless M was more) */
+    if (UNPADDED) /* the steps before the head's fixed rows: launches of M rows */
+        b[0].rows = b[1].rows = 0;
     if (tupe_model_create(&m, c, be, &cap, &e) || tupe_model_init(m, 1, &e) ||
         tupe_adamw_create(&o, m, &ac, &e)) {
         fprintf(stderr, "tupe-parity: %s\n", e.msg);
         return 2;
     }
     double loss;
-    int rc = 0;
+    int rc = 0, steps = digest ? 3 : 2;
     tupe_dev *sl = be->alloc(be, TUPE_NSUMS * sizeof(double)), *blk = par_block(be);
     if (!sl || !blk) {
         fprintf(stderr, "tupe-parity: out of device memory\n");
         rc = 2;
     }
     tupe_model_sums_target(m, sl, 1);
-    for (int t = 1; t <= 2 && !rc; t++) {
-        if (t == 2 && tupe_backend_cuda_counters_reset(be, &e)) {
+    for (int t = 1; t <= steps && !rc; t++) {
+        if (t >= 2 && tupe_backend_cuda_counters_reset(be, &e)) {
             fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
             rc = 2;
         }
         if (!rc)
-            rc = fwd_bwd(m, &b, (uint32_t)t, blk, &loss);
+            rc = fwd_bwd(m, &b[digest && t == 2], (uint32_t)t, blk, &loss);
         if (!rc)
             tupe_adamw_step(o, 1e-4, tupe_grad_norm(m));
+        if (!rc && t >= 2 && tupe_backend_cuda_counters(be, n, &e)) {
+            fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
+            rc = 2;
+        }
+        if (!rc && digest && t >= 2)
+            digest[t - 2] = n->launch_digest;
     }
-    if (!rc && tupe_backend_cuda_counters(be, n, &e)) {
-        fprintf(stderr, "tupe-parity: counters: %s\n", e.msg);
-        rc = 2;
-    }
-    free_batch(&b);
+    free_batch(&b[0]);
+    free_batch(&b[1]);
     tupe_adamw_free(o);
     tupe_model_free(m);
     if (sl)
@@ -1481,15 +1526,16 @@ static int cmd_counters(tupe_backend *be, const char *model, const char *positio
         return rc;
     tupe_cuda_counters n, n1;
     memset(&n, 0, sizeof n);
-    int M;
-    if ((rc = count_step(be, &c, B, T, &n, &M)))
+    int M[2], M1[2];
+    unsigned long long dg[2];
+    if ((rc = count_step(be, &c, B, T, &n, M, dg)))
         return rc;
     tupe_config c1 = c;
     c1.num_layers++;
-    if ((rc = count_step(be, &c1, B, T, &n1, &M)))
+    if ((rc = count_step(be, &c1, B, T, &n1, M1, NULL)))
         return rc;
     /* the masked-LM logits the loss reads, M rows of V: its passes over them */
-    double logit_bytes = (double)M * c.vocab_size * be->esize;
+    double logit_bytes = (double)M[1] * c.vocab_size * be->esize;
     printf("{\"dev\":\"%s\",\"model\":\"%s\",\"position\":\"%s\",\"seq\":%d,\"batch\":%d,"
            "\"layers\":%d,\"launches\":%lld,\"launches_per_layer\":%lld,\"kernels\":%lld,"
            "\"gemms\":%lld,\"gemms_per_layer\":%lld,\"memsets\":%lld,\"copies\":%lld,"
@@ -1497,14 +1543,17 @@ static int cmd_counters(tupe_backend *be, const char *model, const char *positio
            "\"dropout_decisions\":%lld,\"decisions_per_philox_call\":%.2f,"
            "\"peak_device_bytes\":%lld,\"largest_buffer_bytes\":%lld,"
            "\"xent_read_bytes\":%lld,\"xent_reread_bytes\":%lld,\"xent_write_bytes\":%lld,"
-           "\"xent_reads_per_logit\":%.2f,\"xent_writes_per_logit\":%.2f}\n",
+           "\"xent_reads_per_logit\":%.2f,\"xent_writes_per_logit\":%.2f,"
+           "\"gemm_flops\":%lld,\"masked\":[%d,%d],\"head_rows\":%d,\"launch_digests\":[\"%016llx\",\"%016llx\"],"
+           "\"same_launches\":%s}\n",
            be->name, model, tupe_position_name(c.position), T, B, c.num_layers, n.launches,
            n1.launches - n.launches, n.kernels, n.gemms, n1.gemms - n.gemms, n.memsets, n.copies,
            n.sorts, n.transfers, n.host_syncs, n.philox_calls, n.dropout_decisions,
            n.philox_calls ? (double)n.dropout_decisions / (double)n.philox_calls : 0.0,
            n.peak_device_bytes, n.largest_buffer_bytes, n.xent_read_bytes, n.xent_reread_bytes,
            n.xent_write_bytes, logit_bytes > 0 ? n.xent_read_bytes / logit_bytes : 0.0,
-           logit_bytes > 0 ? n.xent_write_bytes / logit_bytes : 0.0);
+           logit_bytes > 0 ? n.xent_write_bytes / logit_bytes : 0.0, n.gemm_flops, M[0], M[1],
+           B * ((int)floor(0.15 * T) + 1), dg[0], dg[1], dg[0] == dg[1] ? "true" : "false");
     return 0;
 #else
     (void)be, (void)model, (void)position, (void)B, (void)T;
@@ -1518,7 +1567,7 @@ static int cmd_counters(tupe_backend *be, const char *model, const char *positio
 static void usage(void)
 {
     fprintf(stderr, "usage: tupe-parity ops|step|curve|bench|counters [--ref NAME] [--dev NAME]\n"
-                    "       [--small] [--per-op]\n"
+                    "       [--small] [--per-op] [--unpadded]\n"
                     "       [--only GROUP]\n"
                     "       [--model M] [--position P] [--tie-cls] [--rope-half] [--electra F]\n"
                     "       [--batch B] [--seq T]\n"
@@ -1547,6 +1596,8 @@ int main(int argc, char **argv)
             ROPE_HALF = 1;
         else if (strcmp(a, "--per-op") == 0)
             per_op = 1;
+        else if (strcmp(a, "--unpadded") == 0)
+            UNPADDED = 1;
         else if (!v) {
             usage();
             return 2;

@@ -757,9 +757,75 @@ static void padded_vocabulary(void)
     tupe_backend_destroy(be);
 }
 
+/* The masked-LM head over more rows than masked positions (tupe_batch.rows, a fixed shape for
+ * every step): the padding rows (position -1, label -1) change no loss, count or logit, add no
+ * gradient (one real position is 0, where a padding row's scatter would land), fused or not;
+ * malformed padding is refused. */
+static void head_padding_rows(void)
+{
+    tupe_backend *be = backend(2);
+    tupe_config c;
+    tiny(&c, TUPE_POS_TUPE_R, 1);
+    c.hidden_dropout = c.attention_dropout = 0.1;
+    tupe_err e;
+    enum { ROWS = 10 };
+    int32_t ids[NB * NT], mpos[ROWS], mlab[ROWS];
+    tupe_batch b;
+    batch(&b, ids, mpos, mlab);
+    for (int k = 3; k < ROWS; k++)
+        mpos[k] = mlab[k] = -1;
+    size_t total = 0;
+    float *g[2] = {NULL, NULL}, lg[2][3 * 50];
+    for (int fused = 0; fused < 2; fused++) {
+        tupe_fwd_out o[2];
+        for (int k = 0; k < 2; k++) { /* k = 1: padded */
+            tupe_model *m = model(be, &c, 3);
+            tupe_model_keep_logits(m, !fused);
+            total = tupe_model_layout(m)->total;
+            if (!g[k])
+                g[k] = malloc(total * sizeof *g[k]);
+            b.rows = k ? ROWS : 0;
+            tupe_step st = {.seed = 8, .step = 2};
+            tupe_model_zero_grad(m);
+            fwd(m, &b, &st, &o[k]);
+            CHECK_INT(tupe_model_probe_size(m, TUPE_PROBE_LOGITS), 3 * 50);
+            if (!fused)
+                CHECK_INT(tupe_model_probe(m, TUPE_PROBE_LOGITS, 0, lg[k], 3 * 50, &e), 0);
+            CHECK_INT(tupe_model_backward(m, &e), 0);
+            be->download(be, g[k], tupe_model_grads(m), total, TUPE_F32);
+            tupe_model_free(m);
+        }
+        CHECK(o[0].loss == o[1].loss && o[0].loss_sum == o[1].loss_sum);
+        CHECK_INT(o[1].correct, o[0].correct);
+        CHECK_INT(o[1].count, 3);
+        if (!fused)
+            CHECK(memcmp(lg[0], lg[1], sizeof lg[0]) == 0);
+        double gmax = 0, err = 0;
+        for (size_t i = 0; i < total; i++) {
+            gmax = fmax(gmax, fabs(g[0][i]));
+            err = fmax(err, fabs(g[0][i] - g[1][i]));
+        }
+        CHECK_MSG(gmax > 0 && err <= 1e-6 * gmax, "gradients differ by %g (largest %g)", err, gmax);
+    }
+    free(g[0]), free(g[1]);
+    tupe_model *m = model(be, &c, 3);
+    tupe_fwd_out o;
+    b.rows = ROWS;
+    mpos[5] = 0;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "padding row 5 of the masked-LM head: position 0, label -1");
+    mpos[5] = -1;
+    b.rows = NB * NT + 1;
+    CHECK_INT(tupe_model_forward(m, &b, NULL, &o, &e), TUPE_EDATA);
+    CHECK_HAS(e.msg, "a masked-LM head of 25 rows for 3 masked positions");
+    tupe_model_free(m);
+    tupe_backend_destroy(be);
+}
+
 UNIT_MAIN(T(cls_reset_tupe_a), T(no_reset_tupe_a_tie), T(cls_reset_tupe_r),
           T(no_reset_tupe_r_tie), T(bucket_table), T(bias_per_variant),
           T(input_has_no_position), T(bert_base_counts), T(dropout_rate_and_threads),
           T(model_same_for_any_thread_count),
           T(split_products_same_for_any_thread_count), T(dropout_train_vs_eval), T(bad_batches_refused), T(params_only),
-          T(alibi_slopes_and_bias), T(rope_layouts_are_a_permutation), T(nope_knows_no_position), T(padded_vocabulary))
+          T(alibi_slopes_and_bias), T(rope_layouts_are_a_permutation), T(nope_knows_no_position), T(padded_vocabulary),
+          T(head_padding_rows))

@@ -163,17 +163,24 @@ static inline launch_t<P...> launcher(void (*k)(P...), const char *name, dim3 g,
 
 /* ---- counters ---------------------------------------------------------------------------
  * What the program made the emulated device do, for tests of its structure (not its speed):
- * the runtime counts "kernels" (launches), "gemms" (cuBLASLt and cuBLAS products), "memsets",
+ * the runtime counts "kernels" (launches), "gemms" (cuBLASLt and cuBLAS products) and
+ * "gemm_flops" (their 2 m n k per batch), "memsets",
  * "copies" (device to device), "transfers" (between host and device), "sorts" (CUB),
  * "host_syncs" (host waits: stream, event and device synchronizations, the synchronous copies
  * and memsets, cudaFree), and the memory: "peak_device_bytes" and "largest_buffer_bytes" (the
- * largest allocation live); a kernel adds to a counter of its own with CUEMU_COUNT(name, n).
+ * largest allocation live), "launch_digest" (below); a kernel adds to a counter of its own
+ * with CUEMU_COUNT(name, n).
  * Sums since counters_reset, which also restarts the memory's from what is allocated then.
  * Host-side counts are made when the call is made; a kernel's when it runs (synchronize
  * before reading them). */
 int counter_id(const char *name);
 void counter_add(int id, uint64_t n);
 void counter_max(int id, uint64_t v);
+/* "launch_digest": every launch, product, copy, transfer, memset and sort as it is made, by its
+ * name and shape (grid, block and shared bytes; m, n, k and batches; bytes), folded in order:
+ * two stretches of work with the same digest made the same calls of the same shapes (a CUDA
+ * graph's prerequisite; the arguments' values, pointers included, are not in it). */
+void counter_mix(int id, const char *what, const uint64_t *v, int n);
 uint64_t counter_get(const char *name);
 void counters_reset(void);
 

@@ -238,8 +238,12 @@ static cublasStatus_t gemm(const char *who, const char *file, int line, int ta, 
                        "input %s", who, names[i]);
     }
     int r32 = comp == CUBLAS_COMPUTE_32F_FAST_TF32;
-    static const int gemms = counter_id("gemms");
+    static const int gemms = counter_id("gemms"), digest = counter_id("launch_digest"),
+                     flops = counter_id("gemm_flops");
     counter_add(gemms, 1);
+    counter_add(flops, 2 * (uint64_t)m * (uint64_t)n * (uint64_t)k * (uint64_t)batch);
+    const uint64_t shape[4] = {(uint64_t)m, (uint64_t)n, (uint64_t)k, (uint64_t)batch};
+    counter_mix(digest, "gemm", shape, 4);
     cudaError_t r = submit(s, who, file, line, [=]() {
         std::vector<float> a, b, acc((size_t)(m * n));
         for (int q = 0; q < batch; q++) {

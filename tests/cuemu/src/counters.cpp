@@ -44,6 +44,23 @@ void counter_max(int id, uint64_t v)
     }
 }
 
+void counter_mix(int id, const char *what, const uint64_t *v, int n)
+{
+    if (id < 0)
+        return;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the name and the values */
+    for (const char *c = what; *c; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 64; b += 8)
+            h = (h ^ ((v[i] >> b) & 0xff)) * 0x100000001b3ull;
+    /* folded in the order of the calls: the same digest means the same sequence */
+    uint64_t old = values[id].load(std::memory_order_relaxed);
+    while (!values[id].compare_exchange_weak(old, (old ^ h) * 0x9E3779B97F4A7C15ull + 1,
+                                             std::memory_order_relaxed)) {
+    }
+}
+
 uint64_t counter_get(const char *name)
 {
     int id = counter_id(name);

@@ -64,8 +64,10 @@ cudaError_t sort_pairs(void *tmp, size_t *tmp_bytes, const void *kin, void *kout
             }
         }
     size_t tbytes = *tmp_bytes;
-    static const int sorts = counter_id("sorts");
+    static const int sorts = counter_id("sorts"), digest = counter_id("launch_digest");
     counter_add(sorts, 1);
+    const uint64_t shape[3] = {(uint64_t)n, (uint64_t)begin_bit, (uint64_t)end_bit};
+    counter_mix(digest, "sort", shape, 3);
     return set_error(submit(s, who, file, line, [=]() {
         uint64_t range = end_bit - begin_bit >= 64 ? ~0ull : (1ull << (end_bit - begin_bit)) - 1;
         uint64_t outside = ~(range << begin_bit) & (kbits >= 64 ? ~0ull : (1ull << kbits) - 1);

@@ -223,8 +223,11 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     if (overlaps(dst, n, src, n))
         report_misuse(file, line, "cudaMemcpy: source and destination overlap (%zu bytes at %p "
                       "and %p)", n, src, dst);
-    static const int copies = counter_id("copies"), transfers = counter_id("transfers");
+    static const int copies = counter_id("copies"), transfers = counter_id("transfers"),
+                     digest = counter_id("launch_digest");
     counter_add(ds && ss ? copies : transfers, 1);
+    const uint64_t shape[2] = {(uint64_t)k, (uint64_t)n};
+    counter_mix(digest, "memcpy", shape, 2);
     return set_error(submit(s, "cudaMemcpyAsync", file, line, [=]() { memmove(dst, src, n); }));
 }
 
@@ -244,8 +247,10 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s, const char
         return cudaSuccess;
     if (mem_check(p, n, "cudaMemset", file, line))
         return set_error(sticky());
-    static const int memsets = counter_id("memsets");
+    static const int memsets = counter_id("memsets"), digest = counter_id("launch_digest");
     counter_add(memsets, 1);
+    const uint64_t shape[1] = {(uint64_t)n};
+    counter_mix(digest, "memset", shape, 1);
     return set_error(submit(s, "cudaMemsetAsync", file, line, [=]() { memset(p, v, n); }));
 }
 

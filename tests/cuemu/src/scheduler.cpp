@@ -825,8 +825,10 @@ cudaError_t launch(const launch_desc &d, std::function<void()> body, const void 
     if (env_int("CUEMU_VERBOSE", 0))
         fprintf(stderr, "cuemu: %s:%d: launch %s grid (%u,%u,%u) block (%u,%u,%u) smem %zu\n",
                 d.file, d.line, d.name, g.x, g.y, g.z, b.x, b.y, b.z, d.smem);
-    static const int kernels = counter_id("kernels");
+    static const int kernels = counter_id("kernels"), digest = counter_id("launch_digest");
     counter_add(kernels, 1);
+    const uint64_t shape[7] = {g.x, g.y, g.z, b.x, b.y, b.z, d.smem};
+    counter_mix(digest, d.name, shape, 7);
     /* the launch's own copies: the work may run after this returns */
     return set_error(submit(d.stream, d.name, d.file, d.line,
                             [d, body = std::move(body)]() { run_grid(d, body); }));
